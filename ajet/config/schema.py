@@ -1,0 +1,243 @@
+"""The validated configuration tree. One description per field: `docs/configuration.md` and
+`ajet --help-config` are generated from these models (see `ajet.config.reference`).
+
+Fields typed `FilePath` (or plugin references, `PluginRef`) that come from a YAML file are resolved
+against that file's folder by the loader, so a run works from any directory.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Marker metadata the loader looks for: values of these fields are paths relative to the YAML.
+FILE_PATH = "ajet:path"
+PLUGIN_REF = "ajet:plugin"
+FilePath = Annotated[str, FILE_PATH]
+PluginRef = Annotated[str, PLUGIN_REF]
+
+AlgorithmName = Literal["grpo", "sft", "dpo"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraConfig(_Section):
+    enabled: bool = Field(True, description="Train LoRA adapters; false trains every weight (full fine-tuning).")
+    rank: int = Field(16, ge=1, description="LoRA rank r.")
+    alpha: float = Field(32, gt=0, description="LoRA alpha; the update is scaled by alpha / rank.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Module names to adapt, or 'all-linear' for every linear layer but the head."
+    )
+
+
+class ModelConfig(_Section):
+    path: str = Field(
+        "smollm2-135m-instruct",
+        description="'smollm2-135m-instruct' (embedded), 'tiny-random' (tests), a local folder or a hub id.",
+    )
+    chat_template: str | None = Field(
+        None,
+        description="Jinja chat template (inline text or a .jinja file). None: the model's own, or the "
+        "built-in Hermes tool template when the model's own cannot render tools.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype. auto: bfloat16 on CUDA, float32 on CPU."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto picks CUDA when available.")
+    lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings.")
+
+
+class ExternalModelConfig(_Section):
+    base_url: str = Field(description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")
+    model: str = Field(description="Model name sent with each request.")
+    api_key: str = Field("EMPTY", description="API key for the endpoint (use ${oc.env:VAR} to read a variable).")
+
+
+class AgentConfig(_Section):
+    model: ExternalModelConfig | None = Field(
+        None, description="Where calls of this agent go when it is not trained. None: the policy, unrecorded."
+    )
+
+
+class FieldMapping(_Section):
+    query: str = Field("query", description="Row field holding the query (dotted paths allowed: a.b).")
+    answer: str | None = Field("answer", description="Row field holding the reference answer.")
+    task_id: str | None = Field("task_id", description="Row field holding the id; missing ids get a content hash.")
+    metadata: list[str] | None = Field(
+        None, description="Row fields copied into task.metadata. None: every field not mapped above."
+    )
+
+
+class TaskReaderConfig(_Section):
+    type: Literal["jsonl", "huggingface", "python"] = Field("jsonl", description="Where tasks come from.")
+    train: FilePath | None = Field(None, description="jsonl: train file. huggingface: train split name or data file.")
+    val: FilePath | None = Field(None, description="jsonl: val file. huggingface: val split name or data file.")
+    path: FilePath | None = Field(None, description="huggingface: local dataset folder or builder name (offline).")
+    function: PluginRef | None = Field(
+        None, description="python: 'module:fn' or 'file.py:fn' returning tasks (dicts or Task); called with split=."
+    )
+    split_ratio: float | None = Field(
+        None, gt=0, lt=1, description="Fraction of train kept for training when no val source is given; the rest is val."
+    )
+    limit: int | None = Field(None, ge=1, description="Read at most this many tasks per split.")
+    shuffle_seed: int = Field(0, description="Seed of the shuffle used by split_ratio.")
+    fields: FieldMapping = Field(default_factory=FieldMapping, description="Row field names.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra arguments for the reader.")
+
+
+class JudgeConfig(_Section):
+    type: str = Field(
+        "exact_match",
+        description="exact_match | math_boxed | function_call | composite | llm_judge, or a plugin "
+        "'module:Class' / 'file.py:Class' subclassing ajet.Judge.",
+    )
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the judge.")
+    success_threshold: float = Field(1.0, description="An episode counts as a success when reward >= this.")
+
+
+class RolloutConfig(_Section):
+    group_size: int = Field(4, ge=1, description="Episodes per task (the GRPO group).")
+    batch_tasks: int = Field(8, ge=1, description="Tasks per rollout batch (per RL step).")
+    concurrency: int = Field(16, ge=1, description="Episodes run at once.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature for training rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for training rollouts.")
+    val_temperature: float = Field(0.0, ge=0, description="Temperature for `ajet eval` (0: greedy).")
+    max_turns: int = Field(6, ge=1, description="Passed to workflows as tuner.max_turns; LLM calls beyond it are refused.")
+    max_tokens_per_turn: int = Field(256, ge=1, description="Default and upper bound of max_tokens per LLM call.")
+    max_prompt_tokens: int = Field(4096, ge=16, description="Prompts longer than this are refused (HTTP 400).")
+    episode_timeout_s: float = Field(120, gt=0, description="An episode running longer is cancelled and counted failed.")
+    retries: int = Field(1, ge=0, description="Extra attempts for an episode that raised or timed out.")
+
+
+class TrackerConfig(_Section):
+    merge: Literal["token", "text", "off"] = Field(
+        "token",
+        description="token: merge a call into a later one when its tokens are a prefix; text: when its "
+        "decoded text is; off: every LLM call is its own sample.",
+    )
+
+
+class EngineConfig(_Section):
+    type: Literal["hf", "remote", "replay"] = Field("hf", description="hf: in-process transformers; remote: a "
+                                                    "vLLM-style completions server; replay: recorded completions.")
+    base_url: str | None = Field(None, description="remote: server URL, e.g. http://127.0.0.1:8000/v1.")
+    api_key: str = Field("EMPTY", description="remote: API key.")
+    model: str | None = Field(None, description="remote: served model name (default: the first in /v1/models).")
+    replay_file: FilePath | None = Field(None, description="replay: episodes.jsonl of an earlier run, or a JSON list of scripted completions.")
+    max_batch_size: int = Field(16, ge=1, description="hf: most requests decoded together in one forward pass.")
+    seed: int = Field(0, description="Sampling seed.")
+    request_timeout_s: float = Field(300, gt=0, description="remote: timeout of one completion request.")
+
+
+class GatewayConfig(_Section):
+    host: str = Field("127.0.0.1", description="Interface the gateway binds.")
+    port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
+    max_request_bytes: int = Field(4_000_000, ge=1024, description="Larger request bodies get HTTP 413.")
+    tool_parser: Literal["hermes"] = Field("hermes", description="How tool calls are parsed from model output.")
+
+
+class GrpoConfig(_Section):
+    epsilon: float = Field(0.2, gt=0, description="Lower clip range of the probability ratio.")
+    epsilon_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher); None: epsilon.")
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the frozen base model (adapters disabled).")
+    scale_rewards: bool = Field(True, description="Divide group-centred rewards by the group std.")
+    loss_agg: Literal["token", "sequence"] = Field(
+        "token", description="token: mean over all trained tokens; sequence: mean per sample, then over samples."
+    )
+
+
+class SftConfig(_Section):
+    data: FilePath | None = Field(None, description="JSONL of conversations (OpenAI messages or ShareGPT 'conversations').")
+    epochs: float = Field(1.0, gt=0, description="Passes over the SFT data.")
+    batch_size: int = Field(8, ge=1, description="Conversations per optimizer update.")
+
+
+class DpoConfig(_Section):
+    data: FilePath | None = Field(None, description="Preference JSONL (prompt, chosen, rejected). None: online pairs "
+                                  "from the best and worst episode of each group.")
+    beta: float = Field(0.1, gt=0, description="DPO temperature beta.")
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing.")
+    epochs: float = Field(1.0, gt=0, description="Passes over the preference data (offline).")
+    batch_size: int = Field(4, ge=1, description="Pairs per optimizer update.")
+
+
+class TrainerConfig(_Section):
+    steps: int = Field(50, ge=0, description="RL steps (rollout + update) for grpo / online dpo.")
+    lr: float = Field(1e-5, gt=0, description="Peak learning rate.")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR schedule over steps.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    grad_clip: float = Field(1.0, gt=0, description="Max gradient norm.")
+    updates_per_step: int = Field(1, ge=1, description="Optimizer updates per RL step, whatever the sample count.")
+    micro_batch_tokens: int = Field(4096, ge=64, description="Token budget of one forward/backward micro-batch.")
+    save_every: int = Field(10, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    eval_every: int = Field(0, ge=0, description="Run the val split every N steps (0: never during training).")
+    seed: int = Field(0, description="Seed of torch, sampling and data order.")
+
+
+class EvalConfig(_Section):
+    group_size: int = Field(1, ge=1, description="Episodes per val task (pass@k uses these).")
+    limit: int | None = Field(None, ge=1, description="Evaluate at most this many val tasks.")
+
+
+class BackboneConfig(_Section):
+    name: Literal["debug", "swift", "llamafactory"] = Field("debug", description="Set with --backbone.")
+
+
+class AjetConfig(_Section):
+    project: str = Field("ajet", description="Project name, used in the run folder path.")
+    experiment: str | None = Field(None, description="Optional experiment name shown in reports.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
+    workflow: PluginRef = Field(description="The workflow class, 'module:Class' or 'file.py:Class'.")
+    workflow_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the workflow.")
+    agents: dict[str, AgentConfig] = Field(default_factory=dict, description="Per-agent settings, by agent name.")
+    trainable_agents: list[str] | None = Field(None, description="Agents whose calls are trained. None: all.")
+    task_reader: TaskReaderConfig = Field(default_factory=TaskReaderConfig, description="Task source.")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="How episodes are scored.")
+    algorithm: AlgorithmName | list[AlgorithmName] = Field("grpo", description="One algorithm or a list of stages.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Episode sampling.")
+    tracker: TrackerConfig = Field(default_factory=TrackerConfig, description="Merging of LLM calls into samples.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Inference engine.")
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The OpenAI-compatible gateway.")
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="GRPO settings.")
+    sft: SftConfig = Field(default_factory=SftConfig, description="SFT settings.")
+    dpo: DpoConfig = Field(default_factory=DpoConfig, description="DPO settings.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="`ajet eval` settings.")
+    backbone: BackboneConfig = Field(default_factory=BackboneConfig, description="Which backbone runs training.")
+    output_dir: str = Field("runs/ajet", description="Run folder (relative to the current directory).")
+
+    @field_validator("algorithm")
+    @classmethod
+    def _stages_not_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("algorithm list is empty; name at least one of grpo, sft, dpo")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> AjetConfig:
+        if self.trainable_agents is not None:
+            if not self.trainable_agents:
+                raise ValueError("trainable_agents is empty; use null to train every agent")
+        if self.engine.type == "remote" and not self.engine.base_url:
+            raise ValueError("engine.type is 'remote' but engine.base_url is not set")
+        if self.engine.type == "replay" and not self.engine.replay_file:
+            raise ValueError("engine.type is 'replay' but engine.replay_file is not set")
+        if "sft" in self.stages and not self.sft.data:
+            raise ValueError("algorithm includes 'sft' but sft.data is not set")
+        return self
+
+    @property
+    def stages(self) -> list[str]:
+        return [self.algorithm] if isinstance(self.algorithm, str) else list(self.algorithm)
+
+    def is_trainable(self, agent: str) -> bool:
+        return self.trainable_agents is None or agent in self.trainable_agents
+
+
+class RootConfig(_Section):
+    ajet: AjetConfig = Field(description="Everything ajet reads lives under `ajet:`.")

@@ -1,0 +1,43 @@
+"""The judge protocol: score one episode (or rank a whole group) and return a `Reward`."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ajet.workflow import Task, WorkflowOutput
+
+
+class Reward(BaseModel):
+    """A scalar reward with optional named parts (kept in episodes.jsonl and averaged in reports)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: float = Field(description="The scalar the algorithm trains on.")
+    parts: dict[str, float] = Field(default_factory=dict, description="Named components, for reports.")
+    is_success: bool | None = Field(default=None, description="Success verdict; default total >= threshold.")
+    feedback: str | None = Field(default=None, description="Free text explanation, e.g. from an LLM judge.")
+
+    @classmethod
+    def of(cls, value: float | Reward) -> Reward:
+        return value if isinstance(value, Reward) else cls(total=float(value))
+
+
+class Judge(abc.ABC):
+    """Subclass and implement `score`. Judges are built once per run with the YAML's keyword arguments."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    @abc.abstractmethod
+    async def score(self, task: Task, output: WorkflowOutput) -> Reward:
+        """Score one episode."""
+
+    async def score_group(self, task: Task, outputs: list[WorkflowOutput]) -> list[Reward]:
+        """Score the episodes of one task together. Default: each on its own. Ranking judges override."""
+        return [await self.score(task, output) for output in outputs]
+
+    #: True when `score_group` must see the whole group (rollout then waits for the group to finish).
+    scores_groups: bool = False

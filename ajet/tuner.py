@@ -1,0 +1,79 @@
+"""`Tuner`: the one object a workflow uses to reach the model being tuned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+
+class Tuner:
+    """Hands out OpenAI-compatible clients bound to this episode.
+
+    Each agent name gets its own API key from the gateway; the key tells the gateway which episode
+    and agent a call belongs to. Use `openai_client(agent=...)`, or `base_url` + `api_key_for(agent)`
+    with any other HTTP client or agent framework.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        issue_key: Callable[[str], str],
+        *,
+        default_agent: str = "assistant",
+        max_turns: int | None = None,
+        external: dict[str, tuple[str, str, str]] | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self._base_url = base_url
+        self._model = model
+        self._issue_key = issue_key
+        self._default_agent = default_agent
+        self._external = external or {}  # agent -> (base_url, model, api_key) for untrained agents
+        self._timeout_s = timeout_s
+        self.max_turns = max_turns
+
+    @property
+    def base_url(self) -> str:
+        """The gateway's OpenAI base URL (ends in /v1)."""
+        return self._base_url
+
+    @property
+    def model(self) -> str:
+        """The model name to pass in requests."""
+        return self._model
+
+    @property
+    def api_key(self) -> str:
+        """The API key of the default agent."""
+        return self.api_key_for(self._default_agent)
+
+    def api_key_for(self, agent: str) -> str:
+        """The API key that marks calls as `agent`'s in this episode."""
+        return self._issue_key(agent)
+
+    def model_for(self, agent: str) -> str:
+        """The model name to send for `agent` (differs for agents served by an external model)."""
+        return self._external[agent][1] if agent in self._external else self._model
+
+    def openai_client(self, agent: str | None = None, **kwargs: Any) -> openai.AsyncOpenAI:
+        """An `openai.AsyncOpenAI` whose calls are recorded as `agent`'s (default 'assistant')."""
+        base_url, api_key = self._endpoint(agent or self._default_agent)
+        kwargs.setdefault("timeout", self._timeout_s)
+        kwargs.setdefault("max_retries", 0)
+        return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, **kwargs)
+
+    def sync_openai_client(self, agent: str | None = None, **kwargs: Any) -> openai.OpenAI:
+        """A blocking `openai.OpenAI`, for agent code that is not async (run it in a thread)."""
+        base_url, api_key = self._endpoint(agent or self._default_agent)
+        kwargs.setdefault("timeout", self._timeout_s)
+        kwargs.setdefault("max_retries", 0)
+        return openai.OpenAI(base_url=base_url, api_key=api_key, **kwargs)
+
+    def _endpoint(self, agent: str) -> tuple[str, str]:
+        if agent in self._external:
+            base_url, _model, api_key = self._external[agent]
+            return base_url, api_key
+        return self._base_url, self.api_key_for(agent)
