@@ -1,0 +1,80 @@
+"""API keys: one per episode and agent. A key tells the gateway whose call it is; unknown or finished
+keys are refused."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ajet.tracker.episode import EpisodeTracker
+
+
+@dataclass
+class EpisodeSession:
+    """Gateway-side state of one running episode."""
+
+    episode_id: str
+    tracker: EpisodeTracker
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256  # default and cap of max_tokens per call
+    max_turns: int | None = None  # per agent
+    is_trained: Callable[[str], bool] = lambda agent: True
+    record: bool = True
+    seed: int | None = None
+    tool_call_parse_failures: int = 0
+    tool_calls_parsed: int = 0
+    truncated: int = 0  # completions that hit max_tokens
+    keys: dict[str, str] = field(default_factory=dict)  # agent -> key
+
+    def calls_of(self, agent: str) -> int:
+        return sum(1 for c in self.tracker.calls if c.agent == agent)
+
+
+class KeyRegistry:
+    """Issues and checks keys. Keys are random, so they cannot be forged from an episode id."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[EpisodeSession, str]] = {}
+        self._sessions: dict[str, EpisodeSession] = {}
+        self._lock = threading.Lock()
+
+    def open(self, session: EpisodeSession) -> Callable[[str], str]:
+        """Register `session`; returns `issue_key(agent) -> key` for its Tuner."""
+        with self._lock:
+            if session.episode_id in self._sessions:
+                raise ValueError(f"episode {session.episode_id!r} is already open")
+            self._sessions[session.episode_id] = session
+
+        def issue_key(agent: str) -> str:
+            with self._lock:
+                if session.episode_id not in self._sessions:
+                    raise RuntimeError(f"episode {session.episode_id!r} is finished; it cannot issue keys")
+                key = session.keys.get(agent)
+                if key is None:
+                    key = f"ajet-{secrets.token_urlsafe(18)}"
+                    session.keys[agent] = key
+                    self._by_key[key] = (session, agent)
+                return key
+
+        return issue_key
+
+    def resolve(self, key: str | None) -> tuple[EpisodeSession, str] | None:
+        if not key:
+            return None
+        with self._lock:
+            return self._by_key.get(key)
+
+    def close(self, episode_id: str) -> EpisodeSession | None:
+        """Finish an episode: its keys stop working at once."""
+        with self._lock:
+            session = self._sessions.pop(episode_id, None)
+            if session is not None:
+                for key in session.keys.values():
+                    self._by_key.pop(key, None)
+            return session
+
+    def __len__(self) -> int:
+        return len(self._sessions)

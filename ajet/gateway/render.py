@@ -1,0 +1,196 @@
+"""Turn OpenAI chat messages into prompt token ids, splicing in the exact ids of earlier generations.
+
+Rendering uses the model's own chat template. When that template cannot render tools, messages are
+first rewritten into the Hermes tool format, which any template can show as plain text: the tool
+specs go into the system message inside `<tools>`, assistant tool calls become
+`<tool_call>{json}</tool_call>` text, and tool results become `<tool_response>` text.
+
+Token exactness: an assistant message that the policy generated earlier in the episode is not
+re-tokenized from its text. The prompt is cut at each such message into chunks; the text chunks
+between them are tokenized, and the generated ids are inserted as they were sampled. Because every
+request of an episode cuts at the same places and tokenizes the same text chunks, the prompt of a
+later call starts with the exact tokens of an earlier call plus its completion, which is what lets
+the tracker merge a multi-turn episode into one sample.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ajet.errors import GatewayError
+from ajet.tracker.timeline import GeneratedTurn, Segment, canonical_arguments
+
+HERMES_SYSTEM = (
+    "You are a function calling AI model. You are provided with function signatures within "
+    "<tools></tools> XML tags. You may call one or more functions to assist with the user query. "
+    "Don't make assumptions about what values to plug into functions. Here are the available tools: "
+    "<tools>\n{tools}\n</tools>\nFor each function call return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags as follows:\n<tool_call>\n"
+    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
+)
+
+@dataclass
+class RenderedPrompt:
+    token_ids: list[int]
+    segments: list[Segment]
+    spliced: int = 0  # assistant messages replaced by their generated ids
+    unmatched_assistant: int = 0  # assistant messages rendered from text (not generated here, or edited)
+    think_stripped: int = 0  # of those, ones that equal a generation with its <think> block removed
+
+
+SpliceLookup = Callable[[dict[str, Any]], "GeneratedTurn | None"]
+
+
+@dataclass
+class ChatRenderer:
+    """Renders messages with a tokenizer's chat template (or `chat_template` when given)."""
+
+    tokenizer: Any
+    chat_template: str | None = None
+    _native_tools: bool = field(init=False, default=False)
+    _eos_texts: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
+        if not template:
+            raise GatewayError("the tokenizer has no chat template; set model.chat_template", status=500)
+        self.chat_template = template
+        # A template that mentions `tools` renders them itself; otherwise use the Hermes rewrite.
+        self._native_tools = "tools" in template
+        self._eos_texts = [t for t in {self.tokenizer.eos_token} if t]
+
+    # ----------------------------------------------------------------- text rendering
+    def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
+        msgs = [self._plain_message(m) for m in messages]
+        kwargs: dict[str, Any] = {}
+        if tools and self._native_tools:
+            kwargs["tools"] = tools
+        elif tools:
+            msgs = _inject_tools(msgs, tools)
+        if not self._native_tools:
+            msgs = [_hermes_message(m) for m in msgs]
+        try:
+            return self.tokenizer.apply_chat_template(
+                msgs,
+                chat_template=self.chat_template,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                **kwargs,
+            )
+        except Exception as exc:  # jinja raise_exception or a template bug: the client's messages are at fault
+            raise GatewayError(f"the chat template cannot render these messages: {exc}") from exc
+
+    @staticmethod
+    def _plain_message(message: dict) -> dict:
+        content = message.get("content")
+        if isinstance(content, list):
+            message = {**message, "content": "".join(p.get("text", "") for p in content if isinstance(p, dict))}
+        elif content is None:
+            message = {**message, "content": ""}
+        return message
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------------- exact-token prompt
+    def encode(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None,
+        lookup: SpliceLookup | None = None,
+        is_think_stripped: Callable[[dict], bool] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> RenderedPrompt:
+        """Prompt ids for `messages` plus a generation prompt, with generated turns spliced in."""
+        full = self.render_text(messages, tools, add_generation_prompt=add_generation_prompt)
+        out = RenderedPrompt(token_ids=[], segments=[])
+        consumed = ""  # prefix of `full` already covered by segments
+        pending = ""  # text owed after the last spliced turn (e.g. the newline after an EOS)
+        for i, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            turn = lookup(message) if lookup else None
+            if turn is None:
+                out.unmatched_assistant += 1
+                if is_think_stripped and is_think_stripped(message):
+                    out.think_stripped += 1
+                continue
+            before = self.render_text(messages[:i], tools, add_generation_prompt=True)
+            after = self.render_text(messages[: i + 1], tools, add_generation_prompt=False)
+            if not (before.startswith(consumed) and after.startswith(before) and full.startswith(after)):
+                out.unmatched_assistant += 1  # template not prefix-stable here: render this turn as text
+                continue
+            tail = self._tail_after_generation(after[len(before):], turn.ends_with_eos)
+            if tail is None:
+                out.unmatched_assistant += 1
+                continue
+            self._add_text(out, pending + before[len(consumed):])
+            out.segments.append(Segment("llm", list(turn.token_ids), list(turn.logprobs), turn.call_index))
+            out.token_ids.extend(turn.token_ids)
+            out.spliced += 1
+            consumed, pending = after, tail
+        self._add_text(out, pending + full[len(consumed):])
+        return out
+
+    def encode_conversation(self, messages: list[dict], tools: list[dict] | None) -> RenderedPrompt:
+        """Render a whole conversation for SFT: every assistant turn counts as generated, with the
+        tokens of its rendered text up to and including the EOS. This is the same code path as a
+        live episode, so an SFT sample equals what the gateway records when the model produces
+        those tokens (mask parity)."""
+        index = {id(m): n for n, m in enumerate(messages)}
+
+        def as_generated(message: dict) -> GeneratedTurn | None:
+            i = index[id(message)]
+            before = self.render_text(messages[:i], tools, add_generation_prompt=True)
+            after = self.render_text(messages[: i + 1], tools, add_generation_prompt=False)
+            turn = after[len(before):]
+            for eos in self._eos_texts:
+                at = turn.rfind(eos)
+                if at >= 0:
+                    ids = self.encode_text(turn[: at + len(eos)])
+                    return GeneratedTurn(ids, [0.0] * len(ids), ends_with_eos=True, call_index=i)
+            return None
+
+        return self.encode(messages, tools, lookup=as_generated, add_generation_prompt=False)
+
+    def _tail_after_generation(self, rendered_turn: str, ends_with_eos: bool) -> str | None:
+        """The template's text after the generated tokens: what follows the EOS (e.g. a newline),
+        or the EOS itself and what follows when the generation was cut before its EOS."""
+        for eos in self._eos_texts:
+            at = rendered_turn.rfind(eos)
+            if at >= 0:
+                return rendered_turn[at + len(eos):] if ends_with_eos else rendered_turn[at:]
+        return None
+
+    def _add_text(self, out: RenderedPrompt, text: str) -> None:
+        if not text:
+            return
+        ids = self.encode_text(text)
+        out.segments.append(Segment("prompt", ids))
+        out.token_ids.extend(ids)
+
+
+def _inject_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
+    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    tool_text = HERMES_SYSTEM.format(tools=specs)
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first.get('content') or ''}\n\n{tool_text}".strip()}, *messages[1:]]
+    return [{"role": "system", "content": tool_text}, *messages]
+
+
+def _hermes_message(message: dict) -> dict:
+    role = message.get("role")
+    if role == "assistant" and message.get("tool_calls"):
+        parts = [message.get("content") or ""]
+        for call in message["tool_calls"]:
+            fn = call.get("function") or {}
+            payload = {"name": fn.get("name"), "arguments": canonical_arguments(fn.get("arguments"))}
+            parts.append(f"<tool_call>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_call>")
+        return {"role": "assistant", "content": "\n".join(p for p in parts if p)}
+    if role == "tool":
+        return {"role": "tool", "content": f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"}
+    return {"role": role, "content": message.get("content") or ""}

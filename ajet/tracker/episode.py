@@ -1,0 +1,56 @@
+"""Per-episode recording: every LLM call, and the generated turns that later prompts splice in."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ajet.tracker.timeline import GeneratedTurn, LLMCall, message_fingerprint, strip_think
+
+
+@dataclass
+class EpisodeTracker:
+    """Collects the calls of one episode. Thread-safe, since sync agent code may call from threads."""
+
+    episode_id: str
+    calls: list[LLMCall] = field(default_factory=list)
+    _turns: dict[tuple[str, str], GeneratedTurn] = field(default_factory=dict)
+    _stripped: set[tuple[str, str]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_index(self) -> int:
+        with self._lock:
+            return len(self.calls)
+
+    def lookup(self, agent: str):
+        """The splice lookup for `agent`: an assistant message → its generated turn, if any."""
+
+        def find(message: dict[str, Any]) -> GeneratedTurn | None:
+            return self._turns.get((agent, message_fingerprint(message)))
+
+        return find
+
+    def is_think_stripped(self, agent: str):
+        def check(message: dict[str, Any]) -> bool:
+            return (agent, message_fingerprint(message)) in self._stripped
+
+        return check
+
+    def record(self, call: LLMCall, returned_message: dict[str, Any], ends_with_eos: bool) -> None:
+        """Keep the call; remember the message the client received so it can be spliced back."""
+        turn = GeneratedTurn(call.completion_ids, call.completion_logprobs, ends_with_eos, call.index)
+        with self._lock:
+            call.index = len(self.calls)
+            turn.call_index = call.index
+            self.calls.append(call)
+            self._turns[(call.agent, message_fingerprint(returned_message))] = turn
+            content = returned_message.get("content") or ""
+            if "<think>" in content:
+                stripped = {**returned_message, "content": strip_think(content)}
+                self._stripped.add((call.agent, message_fingerprint(stripped)))
+
+    @staticmethod
+    def tools_key(tools: list[dict] | None) -> str:
+        return json.dumps(tools or [], sort_keys=True)
