@@ -154,7 +154,13 @@ class ChatRenderer:
                     return GeneratedTurn(ids, [0.0] * len(ids), ends_with_eos=True, call_index=i)
             return None
 
-        return self.encode(messages, tools, lookup=as_generated, add_generation_prompt=False)
+        rendered = self.encode(messages, tools, lookup=as_generated, add_generation_prompt=False)
+        # Text after the last trained turn (the template's closing newline) is never part of a
+        # recorded episode, so it is not part of the SFT sample either.
+        while rendered.segments and rendered.segments[-1].author == "prompt" and rendered.spliced:
+            dropped = rendered.segments.pop()
+            del rendered.token_ids[len(rendered.token_ids) - len(dropped.token_ids):]
+        return rendered
 
     def _tail_after_generation(self, rendered_turn: str, ends_with_eos: bool) -> str | None:
         """The template's text after the generated tokens: what follows the EOS (e.g. a newline),

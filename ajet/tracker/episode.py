@@ -42,6 +42,7 @@ class EpisodeTracker:
         """Keep the call; remember the message the client received so it can be spliced back."""
         turn = GeneratedTurn(call.completion_ids, call.completion_logprobs, ends_with_eos, call.index)
         with self._lock:
+            self._untrain_out_of_context(call)
             call.index = len(self.calls)
             turn.call_index = call.index
             self.calls.append(call)
@@ -50,6 +51,18 @@ class EpisodeTracker:
             if "<think>" in content:
                 stripped = {**returned_message, "content": strip_think(content)}
                 self._stripped.add((call.agent, message_fingerprint(stripped)))
+
+    def _untrain_out_of_context(self, call: LLMCall) -> None:
+        """A spliced generation is trained only where it follows the very prompt it was sampled
+        from; after an edited history its ids are kept (no drift) but not trained, since its
+        sampling logprobs belong to another context."""
+        seen: list[int] = []
+        for seg in call.prompt_segments:
+            if seg.author == "llm" and seg.call_index is not None:
+                origin = self.calls[seg.call_index] if seg.call_index < len(self.calls) else None
+                if origin is None or origin.prompt_ids != seen:
+                    seg.author, seg.logprobs = "prompt", None
+            seen.extend(seg.token_ids)
 
     @staticmethod
     def tools_key(tools: list[dict] | None) -> str:

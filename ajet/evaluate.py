@@ -1,0 +1,103 @@
+"""`ajet eval`: run the val split, print a report table, write eval.json (and episodes.jsonl)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ajet.config.schema import AjetConfig
+from ajet.errors import TaskReaderError
+from ajet.rollout.runner import BatchResult
+from ajet.rollout.stack import RolloutStack, load_tokenizer, settings_for
+from ajet.task_reader import read_tasks
+
+console = Console()
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c successes (Chen et al., 2021)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def eval_report(batch: BatchResult, group_size: int) -> dict[str, Any]:
+    """The numbers `ajet eval` prints and saves."""
+    report = batch.summary()
+    by_task: dict[str, list[bool]] = {}
+    for e in batch.episodes:
+        by_task.setdefault(e.task.task_id, []).append(e.success)
+    if group_size > 1:
+        for k in sorted({1, group_size}):
+            report[f"pass@{k}"] = sum(pass_at_k(len(s), sum(s), k) for s in by_task.values()) / max(len(by_task), 1)
+    report["tasks"] = len(by_task)
+    return report
+
+
+async def evaluate(cfg: AjetConfig, engine, tokenizer, run_dir: Path | None, *, label: str = "eval",
+                   step: int | None = None, episodes_file: str = "eval_episodes.jsonl",
+                   show_progress: bool = True) -> dict[str, Any]:
+    """Run the val split with a ready engine (the trainer calls this between steps)."""
+    tasks = read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks
+    if not tasks:
+        raise TaskReaderError("the val split has no tasks: set task_reader.val or task_reader.split_ratio")
+    if cfg.eval.limit:
+        tasks = tasks[: cfg.eval.limit]
+    settings = settings_for(cfg, "val")
+    async with RolloutStack(cfg, engine, tokenizer, run_dir, episodes_file) as stack:
+        batch = await stack.runner.run(tasks, settings, label=label, step=step, show_progress=show_progress)
+    return eval_report(batch, settings.group_size)
+
+
+def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("tasks", report["tasks"]), ("episodes", report["episodes"]),
+        ("reward mean", f"{report['reward_mean']:.3f}"), ("reward std", f"{report['reward_std']:.3f}"),
+        *[(f"  {k}", f"{v:.3f}") for k, v in report["reward_parts"].items()],
+        ("success rate", f"{report['success_rate']:.1%}"),
+        *[(k, f"{report[k]:.1%}") for k in sorted(report) if k.startswith("pass@")],
+        ("turns / episode", f"{report['turns_per_episode']:.2f}"),
+        ("generated tokens / episode", f"{report['tokens_per_episode']:.1f}"),
+        ("tool calls parsed", report["tool_calls_parsed"]),
+        ("tool-call parse failures", report["tool_call_parse_failures"]),
+        ("truncated completions", report["truncated_completions"]),
+        ("failed episodes", report["failed"]), ("judge failures", report["judge_failed"]),
+        ("LLM calls → samples", f"{report['merge']['llm_calls']} → {report['merge']['samples']}"),
+        ("tokens before → after merge",
+         f"{report['merge']['tokens_before_merge']} → {report['merge']['tokens_after_merge']}"),
+        ("tokens/s", f"{report['tokens_per_s']:.1f}"), ("seconds", report["seconds"]),
+    ]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    console.print(table)
+    for error, count in report["errors"].items():
+        console.print(f"[yellow]{count} episode(s) failed with {error}[/]")
+
+
+def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
+    """The `ajet eval` command: build the engine, evaluate, print, save eval.json."""
+    from ajet.config.loader import save_resolved_config
+    from ajet.engine.factory import build_engine
+
+    if model is not None:
+        cfg.model.path = model
+    run_dir = Path(cfg.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_resolved_config(cfg, run_dir)
+    engine = build_engine(cfg)
+    tokenizer = load_tokenizer(cfg, engine)
+    report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir))
+    report["model"] = cfg.model.path
+    print_report(report, title=f"ajet eval · {cfg.project} · {cfg.model.path}")
+    (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    console.print(f"wrote {run_dir / 'eval.json'}")
+    return report

@@ -1,0 +1,253 @@
+"""Run batches of episodes: tasks × group_size, bounded concurrency, timeouts, retries, judging.
+
+A failing episode (the workflow raised or timed out, after `retries` extra attempts) is counted with
+its error and written to episodes.jsonl; it never stops the batch. A judge that raises is counted
+too, and its episode gets no reward (and so no samples).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ajet.gateway.episodes import EpisodeSession
+from ajet.gateway.server import Gateway
+from ajet.judge.base import Judge, Reward
+from ajet.rollout.episode import EpisodeResult, EpisodeWriter
+from ajet.rollout.progress import RolloutProgress
+from ajet.samples import Sample
+from ajet.tracker.episode import EpisodeTracker
+from ajet.tracker.merge import MergeMode, MergeStats, build_samples
+from ajet.tuner import Tuner
+from ajet.workflow import Task, Workflow, WorkflowOutput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutSettings:
+    group_size: int = 1
+    concurrency: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    max_turns: int | None = 6
+    episode_timeout_s: float = 120.0
+    retries: int = 1
+    merge: MergeMode = "token"
+    success_threshold: float = 1.0
+    seed: int | None = None
+
+
+@dataclass
+class BatchResult:
+    episodes: list[EpisodeResult]
+    seconds: float
+    merge: MergeStats = field(default_factory=MergeStats)
+
+    @property
+    def samples(self) -> list[Sample]:
+        return [s for e in self.episodes for s in e.samples]
+
+    def summary(self) -> dict[str, Any]:
+        """Aggregates for reports and metrics.jsonl."""
+        eps = self.episodes
+        scored = [e for e in eps if e.reward is not None]
+        n = max(len(eps), 1)
+        parts: dict[str, list[float]] = {}
+        for e in scored:
+            for k, v in e.reward.parts.items():
+                parts.setdefault(k, []).append(v)
+        generated = sum(e.generated_tokens for e in eps)
+        errors = Counter((e.error or "").split(":")[0] for e in eps if e.error)
+        return {
+            "episodes": len(eps),
+            "failed": sum(1 for e in eps if e.error),
+            "judge_failed": sum(1 for e in eps if e.judge_error),
+            "errors": dict(errors),
+            "reward_mean": _mean([e.reward.total for e in scored]),
+            "reward_std": _std([e.reward.total for e in scored]),
+            "reward_parts": {k: _mean(v) for k, v in sorted(parts.items())},
+            "success_rate": sum(1 for e in eps if e.success) / n,
+            "turns_per_episode": _mean([len(e.calls) for e in eps]),
+            "tokens_per_episode": _mean([e.generated_tokens for e in eps]),
+            "tool_call_parse_failures": sum(e.counters.get("tool_call_parse_failures", 0) for e in eps),
+            "tool_calls_parsed": sum(e.counters.get("tool_calls_parsed", 0) for e in eps),
+            "truncated_completions": sum(e.counters.get("truncated", 0) for e in eps),
+            "generated_tokens": generated,
+            "tokens_per_s": generated / self.seconds if self.seconds else 0.0,
+            "seconds": round(self.seconds, 2),
+            "merge": self.merge.to_dict(),
+        }
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _std(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = _mean(values)
+    return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+
+
+class RolloutRunner:
+    """Runs a workflow against a gateway (already serving at `base_url`) and scores it with a judge."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        base_url: str,
+        workflow: Workflow,
+        judge: Judge,
+        *,
+        is_trained=lambda agent: True,
+        external_agents: dict[str, tuple[str, str, str]] | None = None,
+        writer: EpisodeWriter | None = None,
+        decode=None,
+    ) -> None:
+        self.gateway = gateway
+        self.base_url = base_url
+        self.workflow = workflow
+        self.judge = judge
+        self.is_trained = is_trained
+        self.external_agents = external_agents or {}
+        self.writer = writer
+        self.decode = decode or (lambda ids: gateway.tokenizer.decode(ids, skip_special_tokens=False))
+
+    async def run(self, tasks: list[Task], settings: RolloutSettings, *, label: str = "rollout",
+                  step: int | None = None, show_progress: bool = True) -> BatchResult:
+        started = time.perf_counter()
+        semaphore = asyncio.Semaphore(settings.concurrency)
+        total = len(tasks) * settings.group_size
+        with RolloutProgress(label, total, enabled=show_progress) as progress:
+            groups = await asyncio.gather(
+                *(self._run_group(task, settings, semaphore, progress, step) for task in tasks)
+            )
+        episodes = [e for group in groups for e in group]
+        merge = MergeStats()
+        for e in episodes:
+            merge.add(e.merge)
+        return BatchResult(episodes, time.perf_counter() - started, merge)
+
+    async def _run_group(self, task, settings, semaphore, progress, step) -> list[EpisodeResult]:
+        group_id = task.task_id if step is None else f"{step}/{task.task_id}"
+
+        async def one(repeat: int) -> EpisodeResult:
+            async with semaphore:
+                result = await self._run_episode(task, repeat, group_id, settings)
+            if not self.judge.scores_groups:
+                await self._judge_one(result, settings)
+                self._finish(result, settings, step, progress)
+            return result
+
+        results = list(await asyncio.gather(*(one(r) for r in range(settings.group_size))))
+        if self.judge.scores_groups:
+            await self._judge_group(task, results, settings)
+            for result in results:
+                self._finish(result, settings, step, progress)
+        return results
+
+    async def _run_episode(self, task: Task, repeat: int, group_id: str, settings: RolloutSettings) -> EpisodeResult:
+        result = EpisodeResult(episode_id="", task=task, repeat=repeat, group_id=group_id)
+        started = time.perf_counter()
+        for attempt in range(settings.retries + 1):
+            result.attempts = attempt + 1
+            result.episode_id = f"{task.task_id}-{repeat}-{uuid.uuid4().hex[:8]}"
+            session = EpisodeSession(
+                episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
+                temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
+                max_turns=settings.max_turns, is_trained=self.is_trained,
+                seed=None if settings.seed is None else settings.seed + repeat,
+            )
+            issue_key = self.gateway.open_episode(session)
+            tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
+                          external=self.external_agents)
+            try:
+                output = await asyncio.wait_for(self.workflow.execute(task, tuner), settings.episode_timeout_s)
+                if not isinstance(output, WorkflowOutput):
+                    raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
+                result.output, result.error = output, None
+            except asyncio.TimeoutError:
+                result.error = f"TimeoutError: episode exceeded rollout.episode_timeout_s={settings.episode_timeout_s}"
+            except Exception as exc:  # the user's workflow may raise anything: count it, never crash the batch
+                result.error = f"{type(exc).__name__}: {exc}"
+                log.debug("episode %s failed:\n%s", result.episode_id, traceback.format_exc())
+            finally:
+                self.gateway.close_episode(result.episode_id)
+            result.calls = session.tracker.calls
+            result.counters = {
+                "tool_call_parse_failures": session.tool_call_parse_failures,
+                "tool_calls_parsed": session.tool_calls_parsed,
+                "truncated": session.truncated,
+                "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
+            }
+            if result.error is None:
+                break
+        result.seconds = time.perf_counter() - started
+        if result.output is not None:
+            result.output.metadata["ajet"] = {
+                "tool_call_parse_failures": result.counters["tool_call_parse_failures"],
+                "tool_calls_parsed": result.counters["tool_calls_parsed"],
+                "llm_calls": len(result.calls),
+                "timed_out": result.counters["timed_out"],
+                "truncated": result.counters["truncated"],
+            }
+        return result
+
+    async def _judge_one(self, result: EpisodeResult, settings: RolloutSettings) -> None:
+        if result.error is not None or result.output is None:
+            return
+        if result.output.reward is not None:
+            result.reward = Reward.of(result.output.reward)
+            return
+        try:
+            result.reward = Reward.of(await self.judge.score(result.task, result.output))
+        except Exception as exc:  # a judge bug must not kill the run: the episode just gets no reward
+            result.judge_error = f"{type(exc).__name__}: {exc}"
+
+    async def _judge_group(self, task: Task, results: list[EpisodeResult], settings: RolloutSettings) -> None:
+        scorable = [r for r in results if r.error is None and r.output is not None and r.output.reward is None]
+        for r in results:
+            if r.error is None and r.output is not None and r.output.reward is not None:
+                r.reward = Reward.of(r.output.reward)
+        if not scorable:
+            return
+        try:
+            rewards = await self.judge.score_group(task, [r.output for r in scorable])
+            if len(rewards) != len(scorable):
+                raise ValueError(f"score_group returned {len(rewards)} rewards for {len(scorable)} episodes")
+            for r, reward in zip(scorable, rewards):
+                r.reward = Reward.of(reward)
+        except Exception as exc:
+            for r in scorable:
+                r.judge_error = f"{type(exc).__name__}: {exc}"
+
+    def _finish(self, result: EpisodeResult, settings: RolloutSettings, step, progress: RolloutProgress) -> None:
+        if result.reward is not None:
+            out = result.output
+            if result.reward.is_success is not None:
+                result.success = result.reward.is_success
+            elif out is not None and out.is_success is not None:
+                result.success = out.is_success
+            else:
+                result.success = result.reward.total >= settings.success_threshold
+            result.samples, result.merge = build_samples(
+                result.calls, reward=result.reward.total, group_id=result.group_id,
+                episode_id=result.episode_id, task_id=result.task.task_id, repeat=result.repeat,
+                mode=settings.merge, decode=self.decode,
+            )
+        else:
+            _, result.merge = build_samples(result.calls, reward=0.0, group_id=result.group_id,
+                                            episode_id=result.episode_id, task_id=result.task.task_id,
+                                            mode=settings.merge, decode=self.decode)
+        if self.writer is not None:
+            self.writer.write(result, step=step)
+        progress.episode_done(result)
