@@ -1,0 +1,115 @@
+"""Rollout: groups, concurrency, timeouts, retries, failing workflows and judges, episodes.jsonl."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
+from ajet.evaluate import eval_report, pass_at_k
+from ajet.rollout.episode import EpisodeWriter
+from ajet.rollout.runner import RolloutRunner, RolloutSettings
+from tests.unit.gw_helpers import running_gateway, scripted_engine
+
+
+class EchoAgent(Workflow):
+    """Asks the model once; misbehaves on purpose for some queries."""
+
+    async def execute(self, task: Task, tuner) -> WorkflowOutput:
+        if task.query == "crash":
+            raise RuntimeError("tool server down")
+        if task.query == "hang":
+            await asyncio.sleep(30)
+        client = tuner.openai_client()
+        r = await client.chat.completions.create(model=tuner.model, messages=[{"role": "user", "content": task.query}])
+        return WorkflowOutput(answer=r.choices[0].message.content)
+
+
+class FlakyAgent(Workflow):
+    """Fails on the first attempt of every episode, succeeds on the retry."""
+
+    def __init__(self):
+        super().__init__()
+        self.attempts = 0
+
+    async def execute(self, task, tuner):
+        self.attempts += 1
+        if self.attempts % 2 == 1:
+            raise ConnectionError("flaky")
+        return WorkflowOutput(answer="ok", reward=0.5)
+
+
+class LengthJudge(Judge):
+    async def score(self, task, output):
+        if output.answer == "boom":
+            raise ValueError("judge bug")
+        return Reward(total=float(len(output.answer or "") > 2), parts={"long": 1.0})
+
+
+class RankJudge(Judge):
+    scores_groups = True
+
+    async def score(self, task, output):  # pragma: no cover - rank judges score groups
+        raise AssertionError
+
+    async def score_group(self, task, outputs):
+        return [Reward(total=i / max(len(outputs) - 1, 1)) for i, _ in enumerate(outputs)]
+
+
+def tasks(*queries):
+    return [Task(task_id=f"t{i}", query=q) for i, q in enumerate(queries)]
+
+
+async def test_failures_are_counted_and_written_never_raised(tiny_tokenizer, tmp_path):
+    engine = scripted_engine(tiny_tokenizer, [{"text": "hello"}, {"text": "boom"}])
+    writer = EpisodeWriter(tmp_path / "episodes.jsonl")
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, EchoAgent(), LengthJudge(), writer=writer)
+        settings = RolloutSettings(group_size=1, episode_timeout_s=0.5, retries=1, concurrency=2)
+        batch = await runner.run(tasks("a", "crash", "hang", "b"), settings, show_progress=False)
+    writer.close()
+    by_query = {e.task.query: e for e in batch.episodes}
+    assert by_query["crash"].error == "RuntimeError: tool server down" and by_query["crash"].attempts == 2
+    assert by_query["hang"].error.startswith("TimeoutError") and by_query["hang"].counters["timed_out"]
+    assert by_query["a"].reward.total == 1.0 and by_query["a"].success and len(by_query["a"].samples) == 1
+    assert by_query["b"].judge_error == "ValueError: judge bug" and by_query["b"].samples == []
+    summary = batch.summary()
+    assert summary["episodes"] == 4 and summary["failed"] == 2 and summary["judge_failed"] == 1
+    assert summary["errors"] == {"RuntimeError": 1, "TimeoutError": 1}
+    lines = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert len(lines) == 4
+    row = next(r for r in lines if r["task"]["query"] == "a")
+    assert row["answer"] == "hello" and row["reward"] == 1.0 and row["reward_parts"] == {"long": 1.0}
+    assert row["llm_calls"][0]["completion_ids"] and row["samples"][0]["trained"] == len(
+        row["llm_calls"][0]["completion_ids"])
+    assert row["task"]["task_id"] == "t0" and row["tokens"]["generated"] > 0
+
+
+async def test_retry_succeeds_and_workflow_reward_skips_the_judge(tiny_tokenizer):
+    engine = scripted_engine(tiny_tokenizer, [])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, FlakyAgent(), LengthJudge())
+        batch = await runner.run(tasks("x"), RolloutSettings(group_size=3, retries=1, concurrency=1),
+                                 show_progress=False)
+    assert [e.attempts for e in batch.episodes] == [2, 2, 2]
+    assert all(e.reward.total == 0.5 and e.error is None for e in batch.episodes)
+    assert len(gateway.keys) == 0  # every episode's keys were retired
+
+
+async def test_group_judge_sees_the_whole_group(tiny_tokenizer):
+    engine = scripted_engine(tiny_tokenizer, [{"text": "x"}] * 4)
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, EchoAgent(), RankJudge())
+        batch = await runner.run(tasks("q"), RolloutSettings(group_size=4, success_threshold=0.5),
+                                 show_progress=False)
+    assert sorted(e.reward.total for e in batch.episodes) == [0.0, 1 / 3, 2 / 3, 1.0]
+    assert len({e.group_id for e in batch.episodes}) == 1
+    report = eval_report(batch, group_size=4)
+    assert report["success_rate"] == 0.5 and report["pass@4"] == 1.0 and report["pass@1"] == 0.5
+
+
+def test_pass_at_k_by_hand():
+    assert pass_at_k(4, 0, 1) == 0.0
+    assert pass_at_k(4, 1, 1) == 0.25
+    assert abs(pass_at_k(4, 1, 2) - 0.5) < 1e-12  # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    assert pass_at_k(4, 3, 2) == 1.0
