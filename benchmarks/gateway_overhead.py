@@ -1,0 +1,133 @@
+"""Latency the gateway adds to an LLM call, and episodes/s through the whole rollout path.
+
+Per call: the same request (a 3-message tool conversation, a 20-token completion) is answered
+(a) by calling the engine directly with the prompt ids, and (b) through the gateway over HTTP with
+the official openai SDK (render with the chat template, splice earlier turns, generate, parse tool
+calls, record). The engine is the replay engine, so the engine's own time is ~0 and (b) - (a) is
+what the gateway costs. Also shown with the tiny HF model, where the engine does real work.
+
+Episodes/s: a 3-turn tool workflow run by the rollout runner at concurrency 1, 8 and 64.
+
+    python benchmarks/gateway_overhead.py [--calls 300]
+Last line: `gateway_overhead_p50_ms=<x> p99_ms=<y>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+import openai
+
+from ajet import Task, Workflow, WorkflowOutput
+from ajet.engine.base import SamplingParams
+from ajet.engine.replay import ReplayEngine
+from ajet.gateway.episodes import EpisodeSession
+from ajet.gateway.server import Gateway, GatewayServer, create_app
+from ajet.judge.base import Judge, Reward
+from ajet.models import resolve_model_path
+from ajet.rollout.runner import RolloutRunner, RolloutSettings
+from ajet.tracker.episode import EpisodeTracker
+
+TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Gas price of a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+CALL = '<tool_call>\n{"name": "get_price", "arguments": {"city": "Houston"}}\n</tool_call>'
+MESSAGES = [{"role": "system", "content": "You are a natural-gas expert."},
+            {"role": "user", "content": "What does gas cost in Houston today, in USD per MMBtu?"}]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def per_call(engine, tokenizer, calls: int) -> tuple[list[float], list[float]]:
+    gateway = Gateway(engine, tokenizer)
+    server = GatewayServer(create_app(gateway))
+    url = await server.start()
+    prompt = gateway.renderer.encode(MESSAGES, TOOLS).token_ids
+    sampling = SamplingParams(max_tokens=20, temperature=0)
+    direct, through = [], []
+    session = EpisodeSession("bench", EpisodeTracker("bench"), max_tokens=20, temperature=0)
+    client = openai.AsyncOpenAI(base_url=url, api_key=gateway.open_episode(session)("assistant"), max_retries=0)
+    for i in range(calls + 10):  # the first 10 warm up connections and caches
+        t0 = time.perf_counter()
+        await engine.generate(prompt, sampling)
+        t1 = time.perf_counter()
+        await client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS)
+        t2 = time.perf_counter()
+        if i >= 10:
+            direct.append((t1 - t0) * 1000)
+            through.append((t2 - t1) * 1000)
+    await server.stop()
+    return direct, through
+
+
+class ToolEpisode(Workflow):
+    """Three LLM calls: a tool call, the tool result, a final answer, a follow-up."""
+
+    async def execute(self, task, tuner):
+        client = tuner.openai_client()
+        messages = list(MESSAGES)
+        for _ in range(3):
+            r = await client.chat.completions.create(model=tuner.model, messages=messages, tools=TOOLS)
+            msg = r.choices[0].message
+            messages.append(msg.model_dump(exclude_none=True))
+            for call in msg.tool_calls or []:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"price": 3.1})})
+            if not msg.tool_calls:
+                messages.append({"role": "user", "content": "And tomorrow?"})
+        return WorkflowOutput(answer=msg.content)
+
+
+class Constant(Judge):
+    async def score(self, task, output):
+        return Reward(total=1.0)
+
+
+async def episodes_per_s(tokenizer, concurrency: int, episodes: int) -> float:
+    script = [{"text": CALL}, {"text": "It is 3.1 USD/MMBtu."}, {"text": "Probably the same."}] * episodes
+    engine = ReplayEngine(script, tokenizer)
+    gateway = Gateway(engine, tokenizer)
+    server = GatewayServer(create_app(gateway))
+    url = await server.start()
+    runner = RolloutRunner(gateway, url, ToolEpisode(), Constant())
+    tasks = [Task(task_id=f"t{i}", query="q") for i in range(episodes)]
+    t0 = time.perf_counter()
+    batch = await runner.run(tasks, RolloutSettings(group_size=1, concurrency=concurrency), show_progress=False)
+    seconds = time.perf_counter() - t0
+    await server.stop()
+    assert all(e.error is None for e in batch.episodes), batch.summary()["errors"]
+    return episodes / seconds
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    from transformers import AutoTokenizer
+
+    from ajet.engine.hf import HFEngine
+
+    tiny = resolve_model_path("tiny-random")
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    replay = ReplayEngine([{"text": CALL}], tokenizer, repeat=True)
+    direct, through = await per_call(replay, tokenizer, args.calls)
+    overhead = [b - a for a, b in zip(direct, through)]
+    print(f"replay engine: direct p50 {percentile(direct, .5):.3f} ms · via gateway p50 "
+          f"{percentile(through, .5):.3f} ms p99 {percentile(through, .99):.3f} ms")
+    hf = HFEngine.from_pretrained(tiny, device="cpu")
+    hf_direct, hf_through = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
+    print(f"tiny HF engine (20 tokens): direct p50 {percentile(hf_direct, .5):.2f} ms · via gateway p50 "
+          f"{percentile(hf_through, .5):.2f} ms (added {statistics.median(hf_through) - statistics.median(hf_direct):.2f} ms)")
+    for concurrency in (1, 8, 64):
+        rate = await episodes_per_s(tokenizer, concurrency, episodes=max(64, concurrency * 2))
+        print(f"3-call tool episodes, concurrency {concurrency:>2}: {rate:.1f} episodes/s")
+    print(f"gateway_overhead_p50_ms={percentile(overhead, .5):.3f} p99_ms={percentile(overhead, .99):.3f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
