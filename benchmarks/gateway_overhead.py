@@ -1,9 +1,9 @@
 """Latency the gateway adds to an LLM call, and episodes/s through the whole rollout path.
 
 Per call: the same request (a 3-message tool conversation, a 20-token completion) is answered
-(a) by calling the engine directly with the prompt ids, and (b) through the gateway over HTTP with
-the official openai SDK (render with the chat template, splice earlier turns, generate, parse tool
-calls, record). The engine is the replay engine, so the engine's own time is ~0 and (b) - (a) is
+(a) by calling the engine directly with the prompt ids, and (b) through the gateway over HTTP
+(render with the chat template, splice earlier turns, generate, parse tool calls, record) with a
+plain httpx client; the official openai SDK's own client-side cost is shown beside it. The engine is the replay engine, so the engine's own time is ~0 and (b) - (a) is
 what the gateway costs. Also shown with the tiny HF model, where the engine does real work.
 
 Episodes/s: a 3-turn tool workflow run by the rollout runner at concurrency 1, 8 and 64.
@@ -20,6 +20,7 @@ import json
 import statistics
 import time
 
+import httpx
 import openai
 
 from ajet import Task, Workflow, WorkflowOutput
@@ -44,7 +45,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def per_call(engine, tokenizer, calls: int) -> tuple[list[float], list[float]]:
+async def per_call(engine, tokenizer, calls: int, sdk: bool = False) -> tuple[list[float], list[float]]:
     gateway = Gateway(engine, tokenizer)
     server = GatewayServer(create_app(gateway))
     url = await server.start()
@@ -52,16 +53,24 @@ async def per_call(engine, tokenizer, calls: int) -> tuple[list[float], list[flo
     sampling = SamplingParams(max_tokens=20, temperature=0)
     direct, through = [], []
     session = EpisodeSession("bench", EpisodeTracker("bench"), max_tokens=20, temperature=0)
-    client = openai.AsyncOpenAI(base_url=url, api_key=gateway.open_episode(session)("assistant"), max_retries=0)
+    key = gateway.open_episode(session)("assistant")
+    client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0)
+    http = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"})
+    body = {"model": "m", "messages": MESSAGES, "tools": TOOLS}
     for i in range(calls + 10):  # the first 10 warm up connections and caches
         t0 = time.perf_counter()
         await engine.generate(prompt, sampling)
         t1 = time.perf_counter()
-        await client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS)
+        if sdk:
+            await client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS)
+        else:
+            (await http.post("/chat/completions", json=body)).raise_for_status()
         t2 = time.perf_counter()
         if i >= 10:
             direct.append((t1 - t0) * 1000)
             through.append((t2 - t1) * 1000)
+    await http.aclose()
+    await client.close()
     await server.stop()
     return direct, through
 
@@ -117,8 +126,11 @@ async def main() -> None:
     replay = ReplayEngine([{"text": CALL}], tokenizer, repeat=True)
     direct, through = await per_call(replay, tokenizer, args.calls)
     overhead = [b - a for a, b in zip(direct, through)]
-    print(f"replay engine: direct p50 {percentile(direct, .5):.3f} ms · via gateway p50 "
+    print(f"replay engine: direct p50 {percentile(direct, .5):.3f} ms · via gateway (httpx) p50 "
           f"{percentile(through, .5):.3f} ms p99 {percentile(through, .99):.3f} ms")
+    _, sdk = await per_call(replay, tokenizer, args.calls, sdk=True)
+    print(f"same through the openai SDK client: p50 {percentile(sdk, .5):.3f} ms p99 {percentile(sdk, .99):.3f} ms "
+          "(the SDK's own parsing and validation included)")
     hf = HFEngine.from_pretrained(tiny, device="cpu")
     hf_direct, hf_through = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
     print(f"tiny HF engine (20 tokens): direct p50 {percentile(hf_direct, .5):.2f} ms · via gateway p50 "

@@ -52,6 +52,7 @@ class ChatRenderer:
     chat_template: str | None = None
     _native_tools: bool = field(init=False, default=False)
     _eos_texts: list[str] = field(init=False, default_factory=list)
+    _chunk_cache: dict[str, list[int]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
@@ -93,7 +94,19 @@ class ChatRenderer:
         return message
 
     def encode_text(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Token ids of a text chunk. Chunks repeat across the calls of an episode (the system prompt
+        with its tools, earlier tool results), so they are cached."""
+        ids = self._chunk_cache.get(text)
+        if ids is None:
+            backend = getattr(self.tokenizer, "_tokenizer", None)  # the Rust tokenizer: 2x faster than __call__
+            if backend is not None and hasattr(backend, "encode"):
+                ids = backend.encode(text, add_special_tokens=False).ids
+            else:
+                ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            if len(self._chunk_cache) >= 4096:
+                self._chunk_cache.pop(next(iter(self._chunk_cache)))  # drop the oldest entry
+            self._chunk_cache[text] = ids = list(ids)
+        return list(ids)
 
     # ----------------------------------------------------------------- exact-token prompt
     def encode(
