@@ -2,14 +2,19 @@
 `ajet --help-config` are generated from these models (see `ajet.config.reference`).
 
 Fields typed `FilePath` (or plugin references, `PluginRef`) that come from a YAML file are resolved
-against that file's folder by the loader, so a run works from any directory.
+against that file's folder by the loader (values from the command line: against the current
+directory), so a run works from any directory. A `FilePath` value is treated as a path only when it
+names something that exists there or has a file suffix (`.jsonl`, `.jinja`, ...): split names,
+dataset builder names and hub ids pass through unchanged. A `PluginRef` is rewritten only when its
+part before ':' ends in `.py`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 # Marker metadata the loader looks for: values of these fields are paths relative to the YAML.
 FILE_PATH = "ajet:path"
@@ -35,11 +40,11 @@ class LoraConfig(_Section):
 
 
 class ModelConfig(_Section):
-    path: str = Field(
+    path: FilePath = Field(
         "smollm2-135m-instruct",
         description="'smollm2-135m-instruct' (embedded), 'tiny-random' (tests), a local folder or a hub id.",
     )
-    chat_template: str | None = Field(
+    chat_template: FilePath | None = Field(
         None,
         description="Jinja chat template (inline text or a .jinja file). None: the model's own, or the "
         "built-in Hermes tool template when the model's own cannot render tools.",
@@ -90,7 +95,7 @@ class TaskReaderConfig(_Section):
 
 
 class JudgeConfig(_Section):
-    type: str = Field(
+    type: PluginRef = Field(
         "exact_match",
         description="exact_match | math_boxed | function_call | composite | llm_judge, or a plugin "
         "'module:Class' / 'file.py:Class' subclassing ajet.Judge.",
@@ -209,7 +214,15 @@ class AjetConfig(_Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="`ajet eval` settings.")
     backbone: BackboneConfig = Field(default_factory=BackboneConfig, description="Which backbone runs training.")
-    output_dir: str = Field("runs/ajet", description="Run folder (relative to the current directory).")
+    output_dir: str = Field(
+        "runs/ajet",
+        description="Run folder, relative to the current directory. The packaged config sets it to "
+        "runs/${ajet.project}/${now:%Y%m%d-%H%M%S}; 'runs/ajet' applies only to configs built in Python.",
+    )
+
+    # Where the config came from (set by ajet.config.loader): not config values, so not fields.
+    _base_dir: Path | None = PrivateAttr(None)
+    _source_file: Path | None = PrivateAttr(None)
 
     @field_validator("algorithm")
     @classmethod
@@ -230,6 +243,16 @@ class AjetConfig(_Section):
         if "sft" in self.stages and not self.sft.data:
             raise ValueError("algorithm includes 'sft' but sft.data is not set")
         return self
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative references resolve against: the YAML's folder, else the current one."""
+        return self._base_dir if self._base_dir is not None else Path.cwd()
+
+    @property
+    def source_file(self) -> Path | None:
+        """The user YAML this config was loaded from (None: built in Python or from overrides only)."""
+        return self._source_file
 
     @property
     def stages(self) -> list[str]:

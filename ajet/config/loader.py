@@ -1,0 +1,411 @@
+"""Load a run's configuration: Hydra composes, pydantic validates.
+
+Layers, later ones win:
+
+1. the defaults of the pydantic models (`ajet/config/schema.py`, the one source of defaults),
+2. the packaged config `ajet/conf/ajet.yaml` and its groups (`backbone/<name>.yaml` chosen by
+   `--backbone`, `algorithm/<name>.yaml` mounted at `ajet.<name>`),
+3. the user YAML, which holds only an `ajet:` section with what it changes,
+4. command-line overrides in Hydra's grammar (`trainer.steps=3`, `+ajet.workflow_args.x=1`,
+   `~key`, `algorithm=[sft,grpo]`); the `ajet.` prefix is optional.
+
+Hydra's Compose API does the merging and the override parsing: the user YAML is written to a
+temporary primary config whose defaults list pulls in layers 1 and 2. Interpolations are then
+resolved, relative paths rewritten (see `ajet.config.schema`), and the tree validated. Every error
+is an `ajet.errors.ConfigError` naming the key path, the value, what was expected and the layer the
+value came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ValidationError
+
+from ajet.config import walk
+from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
+from ajet.errors import ConfigError
+
+PACKAGED_CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+COMMAND_LINE = "the command line"
+PACKAGED = "the packaged defaults"
+# A relative FilePath value with one of these suffixes is a path even when nothing exists there yet,
+# so a missing file is reported by its absolute path; other values are paths only if they exist.
+_FILE_SUFFIXES = {
+    ".jsonl", ".json", ".yaml", ".yml", ".txt", ".csv", ".tsv", ".parquet", ".arrow",
+    ".jinja", ".j2", ".py", ".gguf", ".safetensors", ".bin", ".pt",
+}
+_OVERRIDE_HELP = "overrides look like key=value, +key=value (add a key), ~key (delete a key), key=[a,b] (a list)"
+
+
+def available_backbones() -> list[str]:
+    """The backbone names the packaged config group offers (`conf/backbone/<name>.yaml`)."""
+    return sorted(p.stem for p in (PACKAGED_CONF_DIR / "backbone").glob("*.yaml"))
+
+
+def load_config(
+    conf: str | Path | None, overrides: Sequence[str] = (), backbone: str | None = None
+) -> AjetConfig:
+    """Compose defaults, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`."""
+    conf_path = Path(conf) if conf is not None else None
+    user = _read_user_yaml(conf_path) if conf_path is not None else OmegaConf.create({})
+    sources = _Sources(conf_path, user)
+    hydra_overrides, group_choice = _prepare_overrides(list(overrides), sources)
+    hydra_overrides = _backbone_overrides(backbone or group_choice, user, sources) + hydra_overrides
+    composed = _compose(user, hydra_overrides, sources)
+    data = _resolve(composed, sources)
+    _resolve_paths(data, sources)
+    try:
+        root = RootConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, data, sources)) from None
+    cfg = root.ajet
+    cfg._base_dir = conf_path.resolve().parent if conf_path is not None else Path.cwd()
+    cfg._source_file = conf_path.resolve() if conf_path is not None else None
+    return cfg
+
+
+def _backbone_overrides(cli_choice: str | None, user: DictConfig, sources: _Sources) -> list[str]:
+    """Pick the backbone group: --backbone (or `backbone=B`), else the name the YAML gives."""
+    choice = cli_choice
+    if choice is None:
+        peeked = OmegaConf.select(user, "ajet.backbone.name", default=None, throw_on_resolution_failure=False)
+        choice = peeked if isinstance(peeked, str) and peeked in available_backbones() else None
+    if choice is None:
+        return []
+    _check_backbone(choice, COMMAND_LINE if cli_choice is not None else sources.label)
+    if cli_choice is None:
+        return [f"backbone={choice}"]
+    sources.cli_keys.add(("ajet", "backbone", "name"))
+    return [f"backbone={choice}", f"ajet.backbone.name={choice}"]  # the command line beats the YAML
+
+
+class _Sources:
+    """Which layer set a key path: the command line, the user YAML, or the packaged defaults."""
+
+    def __init__(self, conf_path: Path | None, user: DictConfig):
+        self.conf_path = conf_path
+        self.label = str(conf_path) if conf_path is not None else PACKAGED
+        self.user_keys = _key_paths(OmegaConf.to_container(user, resolve=False))
+        self.cli_keys: set[tuple] = set()
+
+    def of(self, path: tuple) -> str:
+        if any(path[: len(k)] == k for k in self.cli_keys):
+            return COMMAND_LINE
+        if any(path[: len(k)] == k for k in self.user_keys):
+            return self.label
+        return PACKAGED
+
+    def base_dir(self, path: tuple) -> Path | None:
+        source = self.of(path)
+        if source == COMMAND_LINE:
+            return Path.cwd()
+        if source == PACKAGED or self.conf_path is None:
+            return None
+        return self.conf_path.resolve().parent
+
+
+def _key_paths(data: Any, prefix: tuple = ()) -> set[tuple]:
+    out: set[tuple] = set()
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out.add((*prefix, key))
+            out |= _key_paths(value, (*prefix, key))
+    return out
+
+
+def _read_user_yaml(path: Path) -> DictConfig:
+    if not path.exists():
+        raise ConfigError(f"config file {str(path)!r} does not exist (current directory: {os.getcwd()})")
+    if not path.is_file():
+        raise ConfigError(f"config path {str(path)!r} is not a file; pass the YAML file itself to --conf")
+    try:
+        loaded = OmegaConf.load(path)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and context_mark is not None:
+            problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+        raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML and run again") from None
+    except (OmegaConfBaseException, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the YAML: {_one_line(exc)}") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path}: the file must be a mapping with one top-level key 'ajet:'; "
+                          "found a list")
+    for key in loaded.keys():
+        if key != "ajet":
+            raise ConfigError(f"{path}: unknown top-level key {key!r}; {_top_level_hint(str(key))}")
+    if "ajet" in loaded and loaded.ajet is None:
+        loaded.ajet = {}
+    if "ajet" in loaded and not isinstance(loaded.ajet, DictConfig):
+        raise ConfigError(f"{path}: 'ajet:' must be a mapping of settings, got {OmegaConf.to_container(loaded)['ajet']!r}")
+    return loaded
+
+
+def _top_level_hint(key: str) -> str:
+    if key in ("defaults", "hydra"):
+        return ("a user YAML holds only an 'ajet:' section; ajet composes its packaged defaults itself, "
+                "so remove the Hydra boilerplate")
+    if key in AjetConfig.model_fields:
+        return f"settings live under 'ajet:'; move it to ajet.{key}"
+    if difflib.get_close_matches(key, ["ajet"], n=1):
+        return "did you mean 'ajet'?"
+    return "everything ajet reads lives under 'ajet:'"
+
+
+def _prepare_overrides(overrides: list[str], sources: _Sources) -> tuple[list[str], str | None]:
+    """Parse each override with Hydra's own parser, add the optional `ajet.` prefix, check keys.
+    Returns the overrides for Hydra and the backbone picked by a `backbone=B` override, if any."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    out: list[str] = []
+    backbone: str | None = None
+    for line in overrides:
+        try:
+            (override,) = parser.parse_overrides([line])
+        except OverrideParseException as exc:
+            detail = str(exc).splitlines()[1] if len(str(exc).splitlines()) > 1 else str(exc)
+            detail = detail.split(" expecting ")[0]
+            raise ConfigError(f"bad command-line override {line!r}: {detail}; {_OVERRIDE_HELP}") from None
+        key = override.key_or_group
+        if key == "backbone" and override.package is None and not override.is_delete():
+            backbone = str(override.value())  # `backbone=swift` picks the group, like --backbone
+            continue
+        if override.package is not None or key == "ajet" or key.startswith("ajet."):
+            out.append(line)
+        else:
+            lead = line[: len(line) - len(line.lstrip("~+"))]
+            out.append(f"{lead}ajet.{line[len(lead):]}")
+            key = f"ajet.{key}"
+        if override.package is None:
+            path = tuple(key.split("."))
+            _check_key(path, COMMAND_LINE)
+            sources.cli_keys.add(path)
+    return out, backbone
+
+
+def _check_key(path: tuple[str, ...], source: str) -> None:
+    problem = walk.unknown_key(path)
+    if problem is None:
+        return
+    index, names = problem
+    shown = ".".join(path[: index + 1])
+    raise ConfigError(f"invalid config: {shown} (from {source}): {_unknown_key_text(path[index], names)}")
+
+
+def _unknown_key_text(key: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    if not names:
+        return "unknown key; this value takes no keys"
+    return f"unknown key; valid keys here: {', '.join(names)}"
+
+
+def _check_backbone(name: str, source: str) -> None:
+    names = available_backbones()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown backbone {name!r} (from {source}); expected one of: {', '.join(names)}{hint}")
+
+
+def _compose(user: DictConfig, overrides: list[str], sources: _Sources) -> DictConfig:
+    """Run Hydra's Compose API on a temporary primary config holding the user YAML."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    with tempfile.TemporaryDirectory(prefix="ajet-conf-") as tmp:
+        defaults = {"ajet": walk.schema_defaults(RootConfig)["ajet"]}
+        OmegaConf.save(OmegaConf.create(defaults), Path(tmp) / "_ajet_schema_defaults.yaml")
+        primary = OmegaConf.create({
+            "defaults": ["_ajet_schema_defaults", "ajet", "_self_"],
+            "hydra": {"searchpath": [f"file://{PACKAGED_CONF_DIR}"]},
+        })
+        primary.merge_with(user)
+        OmegaConf.save(primary, Path(tmp) / "_ajet_user.yaml")
+        # An application that already runs Hydra keeps its global state; ours is temporary.
+        global_hydra = GlobalHydra.instance()
+        outer = global_hydra.hydra if global_hydra.is_initialized() else None
+        global_hydra.clear()
+        try:
+            with initialize_config_dir(config_dir=tmp, version_base="1.3", job_name="ajet"):
+                return compose(config_name="_ajet_user", overrides=overrides)
+        except (HydraException, OmegaConfBaseException) as exc:
+            text = _one_line(exc)
+            from_cli = text.startswith(("Could not override", "Could not delete", "Could not append"))
+            raise ConfigError(f"invalid config: {text} (from {COMMAND_LINE if from_cli else sources.label})") from None
+        finally:
+            if outer is not None:  # initialize_config_dir swapped the singleton: fetch it again
+                GlobalHydra.instance().clear()
+                GlobalHydra.instance().initialize(outer)
+
+
+def _resolve(cfg: DictConfig, sources: _Sources) -> dict[str, Any]:
+    """Resolve interpolations (`${ajet.project}`, `${now:...}`, `${oc.env:VAR}`) into plain data."""
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        path = tuple(key.split(".")) if key != "?" else ()
+        msg = _one_line(exc).split(" full_key:")[0]
+        # "KeyError raised while resolving interpolation: \"Environment variable 'X' not found\""
+        msg = re.sub(r"^\w+ raised while resolving interpolation: \"?(.*?)\"?$", r"\1", msg)
+        raise ConfigError(f"invalid config: {key} (from {sources.of(path)}): cannot resolve the interpolation: "
+                          f"{msg}") from None
+    return _drop_missing(data)
+
+
+def _drop_missing(data: Any) -> Any:
+    """Remove unset ('???') values so pydantic reports them as required fields."""
+    if isinstance(data, dict):
+        return {k: _drop_missing(v) for k, v in data.items() if v != walk.MISSING}
+    if isinstance(data, list):
+        return [_drop_missing(v) for v in data]
+    return data
+
+
+def _resolve_paths(data: dict[str, Any], sources: _Sources) -> None:
+    """Rewrite relative FilePath / PluginRef values against the folder of the layer that set them."""
+    for path, marker in list(walk.marked_values(data)):
+        parent = data
+        for segment in path[:-1]:
+            parent = parent[segment]
+        value = parent[path[-1]]
+        base = sources.base_dir(path)
+        if not isinstance(value, str) or base is None:
+            continue
+        parent[path[-1]] = _resolve_path(value, base) if marker == FILE_PATH else _resolve_plugin(value, base)
+
+
+def _resolve_path(value: str, base: Path) -> str:
+    if not value or "\n" in value or "{" in value or "://" in value:
+        return value  # inline text (a chat template) or a URL, not a path
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path)
+    candidate = base / path
+    if candidate.exists() or path.suffix.lower() in _FILE_SUFFIXES:
+        return os.path.normpath(candidate)
+    return value  # a split name, dataset builder or hub id
+
+
+def _resolve_plugin(value: str, base: Path) -> str:
+    target, sep, name = value.rpartition(":")
+    if not sep or not target.endswith(".py"):
+        return value  # 'pkg.mod:Name' or a built-in name
+    path = Path(target).expanduser()
+    if not path.is_absolute():
+        path = Path(os.path.normpath(base / path))
+    return f"{path}:{name}"
+
+
+def _format_validation_error(exc: ValidationError, data: dict[str, Any], sources: _Sources) -> str:
+    """One line per bad key: path, value, source, expectation (union alternatives joined)."""
+    found: dict[tuple, dict[str, Any]] = {}
+    for err in exc.errors():
+        path, has_tag = _real_path(err["loc"], data, missing=err["type"] == "missing")
+        entry = found.setdefault(path, {"type": err["type"], "input": err.get("input"), "msgs": [], "tag": has_tag})
+        if err["type"] == "extra_forbidden":
+            parent = walk.model_at(path[:-1])
+            names = sorted(parent.model_fields) if parent is not None else []
+            entry["msgs"].append(_unknown_key_text(str(path[-1]), names))
+        elif err["type"] == "missing":
+            entry["msgs"].append("required but not set; add it to the YAML or pass "
+                                 f"{'.'.join(map(str, path[1:]))}=... on the command line")
+        else:
+            msg = err["msg"]
+            msg = msg.replace("Value error, ", "", 1)
+            msg = "expected " + msg[len("Input should be "):] if msg.startswith("Input should be ") else msg
+            if msg not in entry["msgs"]:
+                entry["msgs"].append(msg)
+    # A union reports one error per alternative; when one alternative got deeper into the value
+    # (an item of a list), the shallow "not a list" complaints of the others are noise.
+    for path in [p for p, e in found.items() if e["tag"]]:
+        if any(q[: len(path)] == path and q != path for q in found):
+            del found[path]
+    lines = [_error_line(path, entry, sources) for path, entry in found.items()]
+    if len(lines) == 1:
+        return f"invalid config: {lines[0]}"
+    return f"invalid config ({len(lines)} errors):\n" + "\n".join(f"  - {line}" for line in lines)
+
+
+def _error_line(path: tuple, entry: dict[str, Any], sources: _Sources) -> str:
+    dotted = ".".join(str(p) for p in path)
+    first, *rest = entry["msgs"]
+    expectation = "; or ".join([first] + [m.removeprefix("expected ") for m in rest])
+    if entry["type"] == "missing":
+        return f"{dotted}: {expectation}"
+    value = entry["input"]
+    if isinstance(value, dict) and entry["type"] not in ("extra_forbidden",):
+        return f"{dotted}: {expectation}"  # a rule over a whole section: its fields are named in the text
+    return f"{dotted} = {_short_repr(value)} (from {sources.of(path)}): {expectation}"
+
+
+def _real_path(loc: tuple, data: Any, missing: bool) -> tuple[tuple, bool]:
+    """The key path of an error inside `data`, dropping pydantic's union tags (e.g. 'list[str]')."""
+    path: list = []
+    node, has_tag = data, False
+    for i, segment in enumerate(loc):
+        if isinstance(node, dict) and segment in node:
+            node = node[segment]
+            path.append(segment)
+        elif isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node):
+            node = node[segment]
+            path.append(segment)
+        elif missing and i == len(loc) - 1:
+            path.append(segment)
+        else:
+            has_tag = True  # a union alternative's name, not a key
+    return tuple(path), has_tag
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _one_line(exc: BaseException | str) -> str:
+    return " ".join(str(exc).split())
+
+
+def _escape_interpolations(value: Any) -> Any:
+    """Keep literal '${' text literal when the YAML is loaded again by OmegaConf."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, dict):
+        return {k: _escape_interpolations(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_interpolations(v) for v in value]
+    return value
+
+
+def config_to_yaml(cfg: AjetConfig) -> str:
+    """The fully resolved config as YAML; `load_config` of this text gives the same config."""
+    data = {"ajet": _escape_interpolations(cfg.model_dump(mode="json"))}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def save_resolved_config(cfg: AjetConfig, run_dir: Path) -> Path:
+    """Write `config.yaml` into the run folder (atomically), so the run can be repeated exactly."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / "config.yaml"
+    tmp = target.with_name(f".config.yaml.{os.getpid()}.tmp")
+    tmp.write_text(config_to_yaml(cfg), encoding="utf-8")
+    os.replace(tmp, target)
+    return target
