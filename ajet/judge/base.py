@@ -39,5 +39,12 @@ class Judge(abc.ABC):
         """Score the episodes of one task together. Default: each on its own. Ranking judges override."""
         return [await self.score(task, output) for output in outputs]
 
+    async def aclose(self) -> None:
+        """Release what the judge holds (HTTP clients, ...). The rollout calls it once at the end of a run."""
+
     #: True when `score_group` must see the whole group (rollout then waits for the group to finish).
     scores_groups: bool = False
+
+    #: An episode whose reward has `is_success=None` succeeds when `total >= success_threshold`.
+    #: `ajet.judge.build_judge` sets it from `judge.success_threshold` in the config.
+    success_threshold: float = 1.0
