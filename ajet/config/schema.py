@@ -159,6 +159,7 @@ class SftConfig(_Section):
     data: FilePath | None = Field(None, description="JSONL of conversations (OpenAI messages or ShareGPT 'conversations').")
     epochs: float = Field(1.0, gt=0, description="Passes over the SFT data.")
     batch_size: int = Field(8, ge=1, description="Conversations per optimizer update.")
+    lr: float | None = Field(None, gt=0, description="Learning rate of the SFT stage; None: trainer.lr.")
 
 
 class DpoConfig(_Section):
@@ -168,6 +169,7 @@ class DpoConfig(_Section):
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing.")
     epochs: float = Field(1.0, gt=0, description="Passes over the preference data (offline).")
     batch_size: int = Field(4, ge=1, description="Pairs per optimizer update.")
+    lr: float | None = Field(None, gt=0, description="Learning rate of the DPO stage; None: trainer.lr.")
 
 
 class TrainerConfig(_Section):
@@ -179,7 +181,8 @@ class TrainerConfig(_Section):
     grad_clip: float = Field(1.0, gt=0, description="Max gradient norm.")
     updates_per_step: int = Field(1, ge=1, description="Optimizer updates per RL step, whatever the sample count.")
     micro_batch_tokens: int = Field(4096, ge=64, description="Token budget of one forward/backward micro-batch.")
-    save_every: int = Field(10, ge=0, description="Checkpoint every N steps (0: only at the end).")
+    save_every: int = Field(10, ge=0, description="Checkpoint every N steps (0: only at the end of each stage).")
+    keep_last: int | None = Field(None, ge=1, description="Keep only the newest N checkpoints (None: all).")
     eval_every: int = Field(0, ge=0, description="Run the val split every N steps (0: never during training).")
     seed: int = Field(0, description="Seed of torch, sampling and data order.")
 

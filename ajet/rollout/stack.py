@@ -94,6 +94,7 @@ class RolloutStack:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        await self.judge.aclose()
         await self.server.stop()
         if self.writer is not None:
             self.writer.close()

@@ -1,0 +1,128 @@
+"""Watching a run: metrics.jsonl every step, TensorBoard when installed, a live rich panel, and a
+reward/loss curve PNG at the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+log = logging.getLogger(__name__)
+console = Console(stderr=True)
+
+# Metrics shown in the live line, in order: (key, label, format)
+_SHOWN = [
+    ("reward_mean", "reward", "{:.3f}"), ("reward_std", "±", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
+    ("loss", "loss", "{:.4f}"), ("kl", "kl", "{:.4f}"), ("clip_fraction", "clip", "{:.3f}"),
+    ("grad_norm", "|g|", "{:.3f}"), ("train_tokens_per_s", "train tok/s", "{:.0f}"),
+    ("samples_per_episode", "samples/ep", "{:.2f}"), ("failed", "failed", "{:.0f}"),
+    ("val_success_rate", "val success", "{:.0%}"),
+]
+
+
+class Monitor:
+    """Writes one JSON line per step to `run_dir/metrics.jsonl` (appending, so a resumed run keeps
+    its history) and mirrors scalars to TensorBoard if the package is installed."""
+
+    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool = True) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / "metrics.jsonl"
+        self.total_steps = total_steps
+        self._started = time.perf_counter()
+        self._steps_done = 0
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+            except Exception:  # tensorboard not installed: metrics.jsonl is the record
+                self._tb = None
+
+    def log(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
+        row = {"step": step, "stage": stage, "time": round(time.time(), 3), **metrics}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, default=float) + "\n")
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self._tb.add_scalar(f"{stage}/{key}", value, step)
+            self._tb.flush()
+        self._steps_done += 1
+        self._print(step, stage, metrics)
+
+    def _print(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
+        elapsed = time.perf_counter() - self._started
+        remaining = (self.total_steps - step) * elapsed / max(self._steps_done, 1)
+        parts = [f"[bold cyan]{stage}[/] step {step}/{self.total_steps}"]
+        for key, label, fmt in _SHOWN:
+            value = metrics.get(key)
+            if isinstance(value, (int, float)):
+                parts.append(f"{label} {fmt.format(value)}")
+        parts.append(f"ETA {remaining / 60:.1f} min")
+        console.print(" · ".join(parts))
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_curves(run_dir: Path) -> Path | None:
+    """reward (and val success) and loss against step, one panel each, saved as curves.png."""
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_reward, ax_loss) = plt.subplots(1, 2, figsize=(11, 4))
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        ours = [r for r in rows if r["stage"] == stage]
+        steps = [r["step"] for r in ours]
+        if any("loss" in r for r in ours):
+            ax_loss.plot(steps, [r.get("loss", float("nan")) for r in ours], marker=".", label=stage)
+        if any("reward_mean" in r for r in ours):
+            ax_reward.plot(steps, [r.get("reward_mean", float("nan")) for r in ours], marker=".",
+                           label=f"{stage} reward")
+    val = [r for r in rows if "val_success_rate" in r]
+    if val:
+        ax_reward.plot([r["step"] for r in val], [r["val_success_rate"] for r in val], marker="o",
+                       linestyle="--", label="val success")
+    ax_reward.set(title="reward", xlabel="step")
+    ax_loss.set(title="loss", xlabel="step")
+    for ax in (ax_reward, ax_loss):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    fig.tight_layout()
+    out = run_dir / "curves.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def print_summary(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    table = Table(title="training summary")
+    for column in ("stage", "steps", "first loss", "last loss", "first reward", "last reward"):
+        table.add_column(column)
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        ours = [r for r in rows if r["stage"] == stage]
+        fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+        table.add_row(stage, str(len(ours)), fmt(ours[0].get("loss")), fmt(ours[-1].get("loss")),
+                      fmt(ours[0].get("reward_mean")), fmt(ours[-1].get("reward_mean")))
+    console.print(table)

@@ -1,0 +1,271 @@
+"""The debug backbone: SFT, GRPO and DPO in one process, on CPU or one GPU.
+
+    policy (peft LoRA or full) ──shared object──▶ HFEngine ──▶ gateway ──▶ the user's workflow
+        ▲                                                                     │
+        └── train_step / dpo_step ◀── samples, advantages ◀── tracker, judge ◀┘
+
+Stages (`algorithm: [sft, grpo]`) run in order; each starts from the weights the last one left.
+Every step appends to metrics.jsonl; checkpoints are written every `trainer.save_every` steps, at the
+end of each stage and at the end (atomically); `--resume` continues from the newest one with the same
+stage, step, optimizer, scheduler, RNG and data position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ajet.algorithm.advantages import group_advantages
+from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
+from ajet.backbone.debug.state import DataOrder, RunState, epochs_to_steps, find_resume_dir, truncate_metrics
+from ajet.config.loader import save_resolved_config
+from ajet.config.schema import AjetConfig
+from ajet.engine.hf import HFEngine
+from ajet.errors import CheckpointError, ConfigError
+from ajet.evaluate import evaluate
+from ajet.gateway.render import ChatRenderer
+from ajet.rollout.stack import RolloutStack, chat_template_text, settings_for
+from ajet.task_reader import read_tasks
+from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
+from ajet.trainer.optim import build_optimizer, build_scheduler
+from ajet.trainer.policy import load_policy
+from ajet.trainer.preference import dpo_step
+from ajet.trainer.sft_data import load_sft_samples, parse_preference, preference_samples, read_jsonl
+from ajet.trainer.step import train_step
+
+console = Console(stderr=True)
+
+
+class DebugRun:
+    def __init__(self, cfg: AjetConfig, resume: bool | str = False) -> None:
+        if cfg.engine.type != "hf":
+            raise ConfigError("the debug backbone trains the in-process model: set engine.type=hf "
+                              f"(got {cfg.engine.type!r})")
+        self.cfg = cfg
+        self.state = RunState()
+        self.checkpoint: Path | None = None
+        self.run_dir = Path(cfg.output_dir)
+        if resume:
+            self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
+            cfg.output_dir = str(self.run_dir)
+        elif latest_checkpoint(self.run_dir) is not None:
+            raise CheckpointError(f"{str(self.run_dir)!r} already has checkpoints; add --resume to continue it "
+                                  "or set output_dir to a new folder")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_resolved_config(cfg, self.run_dir)
+        needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
+        self.policy = load_policy(cfg.model, reference=needs_reference)
+        template = chat_template_text(cfg)
+        if template:
+            self.policy.tokenizer.chat_template = self.policy.chat_template = template
+        self.engine = HFEngine(self.policy.model, self.policy.tokenizer, max_batch_size=cfg.engine.max_batch_size,
+                               seed=cfg.engine.seed)
+        self.renderer = ChatRenderer(self.policy.tokenizer, template)
+        self.steps = [self._stage_steps(name) for name in cfg.stages]
+        self.monitor = Monitor(self.run_dir, sum(self.steps))
+        self.optimizer = self.scheduler = None
+
+    # ------------------------------------------------------------------ setup
+    def _stage_steps(self, name: str) -> int:
+        cfg = self.cfg
+        if name == "sft":
+            n = self._sft_data()[1]
+            return epochs_to_steps(cfg.sft.epochs, n, cfg.sft.batch_size)
+        if name == "dpo" and cfg.dpo.data:
+            return epochs_to_steps(cfg.dpo.epochs, len(self._pairs()), cfg.dpo.batch_size)
+        return cfg.trainer.steps
+
+    def _sft_data(self):
+        if not hasattr(self, "_sft_cache"):
+            samples, report = load_sft_samples(self.cfg.sft.data, self.renderer)
+            if report.skipped:
+                console.print(f"[yellow]SFT data: skipped {len(report.skipped)} of {report.rows} rows[/]")
+            self._sft_cache = samples
+        return self._sft_cache, len(self._sft_cache)
+
+    def _pairs(self):
+        if not hasattr(self, "_pair_cache"):
+            pairs, _ = read_jsonl(self.cfg.dpo.data, parse_preference)
+            self._pair_cache = [preference_samples(self.renderer, p, i) for i, p in enumerate(pairs)]
+        return self._pair_cache
+
+    def _stage_optimizer(self, name: str) -> None:
+        lr = {"sft": self.cfg.sft.lr, "dpo": self.cfg.dpo.lr}.get(name) or self.cfg.trainer.lr
+        trainer = self.cfg.trainer.model_copy(update={"lr": lr})
+        self.optimizer = build_optimizer(self.policy.trainable_parameters(), trainer)
+        self.scheduler = build_scheduler(self.optimizer, trainer, total_steps=self.steps[self.state.stage_index])
+
+    def _restore(self) -> None:
+        if self.checkpoint is None:
+            return
+        saved = RunState.from_dict(read_state(self.checkpoint)["extra"]["run_state"])
+        finished_stage = saved.stage_step >= self.steps[saved.stage_index]
+        if finished_stage:  # the checkpoint closed a stage: load weights only, open the next stage fresh
+            load_checkpoint(self.checkpoint, self.policy)
+            saved.next_stage()
+            self.state = saved
+            if saved.stage_index < len(self.steps):
+                self._stage_optimizer(self.cfg.stages[saved.stage_index])
+        else:
+            self.state = saved
+            self._stage_optimizer(self.cfg.stages[saved.stage_index])
+            load_checkpoint(self.checkpoint, self.policy, self.optimizer, self.scheduler)
+        truncate_metrics(self.monitor.path, self.state.global_step)
+        console.print(f"resumed from {self.checkpoint} at step {self.state.global_step}")
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> dict[str, Any]:
+        self._restore()
+        if self.optimizer is None and self.state.stage_index < len(self.steps):
+            self._stage_optimizer(self.cfg.stages[self.state.stage_index])
+        try:
+            asyncio.run(self._run_stages())
+        finally:
+            self.monitor.close()
+        plot = plot_curves(self.run_dir)
+        rows = read_metrics(self.monitor.path)
+        print_summary(rows)
+        console.print(f"run folder: {self.run_dir}" + (f" · curves: {plot}" if plot else ""))
+        return {"run_dir": str(self.run_dir), "steps": self.state.global_step, "metrics": rows[-1] if rows else {}}
+
+    async def _run_stages(self) -> None:
+        while self.state.stage_index < len(self.steps):
+            name = self.cfg.stages[self.state.stage_index]
+            total = self.steps[self.state.stage_index]
+            step_fn = {"sft": self._sft_step, "grpo": self._rl_step, "dpo": self._dpo_step}[name]
+            async with RolloutStack(self.cfg, self.engine, self.policy.tokenizer, self.run_dir) as stack:
+                while self.state.stage_step < total:
+                    metrics = await step_fn(stack)
+                    self.state.stage_step += 1
+                    self.state.global_step += 1
+                    step = self.state.global_step
+                    if self.cfg.trainer.eval_every and step % self.cfg.trainer.eval_every == 0:
+                        metrics.update(await self._validate(step))
+                    self.monitor.log(step, name, metrics)
+                    last = self.state.stage_step == total
+                    if last or (self.cfg.trainer.save_every and step % self.cfg.trainer.save_every == 0):
+                        self._save(name)
+            self.state.next_stage()
+            if self.state.stage_index < len(self.steps):
+                self._stage_optimizer(self.cfg.stages[self.state.stage_index])
+
+    def _save(self, stage: str) -> None:
+        state = self.state.to_dict()
+        save_checkpoint(self.run_dir, self.state.global_step, self.policy, self.optimizer, self.scheduler,
+                        {"run_state": state, "stage": stage}, keep_last=self.cfg.trainer.keep_last)
+
+    async def _validate(self, step: int) -> dict[str, float]:
+        report = await evaluate(self.cfg, self.engine, self.policy.tokenizer, self.run_dir, label="val", step=step,
+                                episodes_file="val_episodes.jsonl", show_progress=False)
+        return {"val_reward_mean": report["reward_mean"], "val_success_rate": report["success_rate"]}
+
+    # ------------------------------------------------------------------ steps
+    async def _sft_step(self, stack: RolloutStack) -> dict[str, Any]:
+        samples, n = self._sft_data()
+        order = DataOrder(n, self.cfg.trainer.seed)
+        batch = [samples[i] for i in order.take(self.state, self.cfg.sft.batch_size)]
+        trainer = self.cfg.trainer.model_copy(update={"updates_per_step": 1})
+        stats = train_step(self.policy, self.optimizer, self.scheduler, batch, None, trainer, algo="sft")
+        return _rename(stats, epoch=self.state.epoch)
+
+    async def _rollout(self, stack: RolloutStack):
+        tasks = self._train_tasks()
+        picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
+        settings = settings_for(self.cfg, "train")
+        settings.seed = (self.cfg.engine.seed + 1_000_003 * (self.state.global_step + 1)) % 2**31
+        return await stack.runner.run(picked, settings, label=f"rollout {self.state.global_step + 1}",
+                                      step=self.state.global_step + 1)
+
+    def _train_tasks(self):
+        if not hasattr(self, "_tasks"):
+            self._tasks = read_tasks(self.cfg.task_reader, "train", self.cfg.base_dir).tasks
+        return self._tasks
+
+    async def _rl_step(self, stack: RolloutStack) -> dict[str, Any]:
+        batch = await self._rollout(stack)
+        summary = batch.summary()
+        samples = batch.samples
+        advantages, adv_stats = group_advantages([s.reward for s in samples], [s.group_id for s in samples],
+                                                 scale=self.cfg.grpo.scale_rewards)
+        skip = set(adv_stats.skip)
+        kept = [i for i in range(len(samples)) if i not in skip]
+        metrics = _rollout_metrics(summary, batch, adv_stats.to_dict())
+        if not kept:  # every group had equal rewards: nothing to learn from this batch
+            _advance(self.scheduler)
+            return {**metrics, "skipped_update": 1}
+        chosen = [samples[i] for i in kept]
+        nan_old = any(lp != lp for s in chosen for lp in s.old_logprobs)  # text-mode merges leave NaN
+        stats = train_step(self.policy, self.optimizer, self.scheduler, chosen, [advantages[i] for i in kept],
+                           self.cfg.trainer, algo="grpo", grpo=self.cfg.grpo,
+                           old_logprobs="recompute" if nan_old else "engine")
+        self.engine.weights_version += 1
+        return {**metrics, **_rename(stats), "trained_samples": len(chosen)}
+
+    async def _dpo_step(self, stack: RolloutStack) -> dict[str, Any]:
+        if self.cfg.dpo.data:
+            pairs = self._pairs()
+            batch = [pairs[i] for i in DataOrder(len(pairs), self.cfg.trainer.seed).take(self.state, self.cfg.dpo.batch_size)]
+            metrics: dict[str, Any] = {"epoch": self.state.epoch}
+        else:
+            rollout = await self._rollout(stack)
+            batch = _online_pairs(rollout)
+            metrics = _rollout_metrics(rollout.summary(), rollout, {})
+            metrics["pairs"] = len(batch)
+            if not batch:
+                _advance(self.scheduler)
+                return {**metrics, "skipped_update": 1}
+        stats = dpo_step(self.policy, self.optimizer, self.scheduler, batch, self.cfg.trainer, self.cfg.dpo)
+        self.engine.weights_version += 1
+        return {**metrics, **_rename(stats)}
+
+
+def _advance(scheduler) -> None:
+    """Keep the LR schedule on RL steps when a step made no update (torch warns about the order)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        scheduler.step()
+
+
+def _rename(stats: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    out = {("train_tokens_per_s" if k == "tokens_per_s" else k): v for k, v in stats.items()}
+    out.update(extra)
+    return out
+
+
+def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) -> dict[str, Any]:
+    episodes = max(summary["episodes"], 1)
+    return {
+        "reward_mean": summary["reward_mean"], "reward_std": summary["reward_std"],
+        "success_rate": summary["success_rate"], "failed": summary["failed"] + summary["judge_failed"],
+        "episodes": summary["episodes"], "samples_per_episode": len(batch.samples) / episodes,
+        "turns_per_episode": summary["turns_per_episode"], "rollout_tokens_per_s": summary["tokens_per_s"],
+        "tool_call_parse_failures": summary["tool_call_parse_failures"],
+        "merge_token_ratio": summary["merge"]["merge_token_ratio"], "rollout_seconds": summary["seconds"],
+        **{f"reward/{k}": v for k, v in summary["reward_parts"].items()},
+        **{f"groups/{k}": v for k, v in adv_stats.items() if k in ("zero_variance_groups", "informative_groups")},
+    }
+
+
+def _online_pairs(batch) -> list:
+    """Best and worst episode of each group whose rewards differ (seed 002's pair building)."""
+    groups: dict[str, list] = {}
+    for episode in batch.episodes:
+        if episode.samples:
+            groups.setdefault(episode.group_id, []).append(episode)
+    pairs = []
+    for episodes in groups.values():
+        best = max(episodes, key=lambda e: e.reward.total)
+        worst = min(episodes, key=lambda e: e.reward.total)
+        if best.reward.total > worst.reward.total:
+            pick = lambda e: max(e.samples, key=lambda s: s.num_trained_tokens)  # noqa: E731
+            pairs.append((pick(best), pick(worst)))
+    return pairs
+
+
+def run(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
+    return DebugRun(cfg, resume).run()
+

@@ -1,0 +1,98 @@
+"""One DPO update: pairs of (chosen, rejected) samples in, one optimizer step out.
+
+The reference model is the policy with its adapters disabled (LoRA) or the frozen copy kept by
+`load_policy(reference=True)` (full fine-tuning). Pairs are processed in chunks whose padded size
+stays under `trainer.micro_batch_tokens`; each chunk's loss is weighted by its share of the pairs,
+so the accumulated gradient equals that of one pass over all pairs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from ajet.algorithm.losses import dpo_loss
+from ajet.config.schema import DpoConfig, TrainerConfig
+from ajet.samples import Sample
+from ajet.trainer.logprobs import sequence_logprobs, token_logprobs
+from ajet.trainer.optim import clip_gradients
+from ajet.trainer.policy import Policy
+
+Pair = tuple[Sample, Sample]
+
+
+def _pad(samples: Sequence[Sample], pad_id: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    width = max(len(s.input_ids) for s in samples)
+    ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(samples), width), dtype=torch.long)
+    mask = torch.zeros((len(samples), width), dtype=torch.float32)
+    for r, s in enumerate(samples):
+        n = len(s.input_ids)
+        ids[r, :n] = torch.tensor(s.input_ids)
+        attention[r, :n] = 1
+        mask[r, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
+    mask[:, 0] = 0
+    return ids.to(device), attention.to(device), mask.to(device)
+
+
+def chunk_pairs(pairs: Sequence[Pair], budget: int) -> list[list[int]]:
+    """Indices of pairs per chunk: rows × longest row ≤ budget (a lone oversize pair still runs)."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i, (chosen, rejected) in enumerate(pairs):
+        length = max(len(chosen.input_ids), len(rejected.input_ids))
+        if current and 2 * (len(current) + 1) * max(longest, length) > budget:
+            chunks.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _chunk_logps(model, chunk: list[Pair], policy: Policy) -> torch.Tensor:
+    """Summed completion logprobs, (2P,): chosen rows first, then rejected rows."""
+    samples = [c for c, _ in chunk] + [r for _, r in chunk]
+    ids, attention, mask = _pad(samples, policy.tokenizer.pad_token_id or 0, policy.device)
+    return sequence_logprobs(token_logprobs(model, ids, attention, mask), mask)
+
+
+def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs: Sequence[Pair],
+             cfg: TrainerConfig, dpo: DpoConfig) -> dict[str, float]:
+    """One optimizer update over `pairs`; the scheduler steps once. Returns loss and reward stats."""
+    started = time.perf_counter()
+    lr = float(optimizer.param_groups[0]["lr"])
+    chunks = chunk_pairs(pairs, cfg.micro_batch_tokens)
+    total = len(pairs)
+    stats: dict[str, float] = {"loss": 0.0, "reward_margin": 0.0, "reward_accuracy": 0.0,
+                               "reward_chosen": 0.0, "reward_rejected": 0.0}
+    policy.model.train()
+    optimizer.zero_grad(set_to_none=True)
+    tokens = 0
+    try:
+        for idx in chunks:
+            chunk = [pairs[i] for i in idx]
+            with torch.no_grad(), policy.base_model_context() as reference:
+                ref = _chunk_logps(reference, chunk, policy)  # (2P,)
+            logps = _chunk_logps(policy.model, chunk, policy)  # (2P,)
+            p = len(chunk)
+            loss, chunk_stats = dpo_loss(logps[:p], logps[p:], ref[:p], ref[p:], dpo.beta, dpo.label_smoothing)
+            (loss * p / total).backward()
+            stats["loss"] += float(loss) * p / total
+            for key in ("reward_margin", "reward_accuracy", "reward_chosen", "reward_rejected"):
+                stats[key] += chunk_stats[key] * p / total
+            tokens += sum(len(c.input_ids) + len(r.input_ids) for c, r in chunk)
+        stats["grad_norm"] = clip_gradients(policy.trainable_parameters(), cfg.grad_clip)
+        optimizer.step()
+    finally:
+        optimizer.zero_grad(set_to_none=True)
+        policy.model.eval()
+    if scheduler is not None:
+        scheduler.step()
+    elapsed = time.perf_counter() - started
+    stats.update(lr=lr, pairs=float(total), tokens=float(tokens), tokens_per_s=tokens / elapsed if elapsed else 0.0)
+    return stats
