@@ -177,3 +177,7 @@ def _exit_code(result: Any) -> int:
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export,
 }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

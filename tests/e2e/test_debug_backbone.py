@@ -1,0 +1,137 @@
+"""The debug backbone end to end on the tiny model: stages, checkpoints, kill -9 and resume, DPO, export."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from ajet.backbone import run
+from ajet.config.loader import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL_YAML = ROOT / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
+FAST = ["model.path=tiny-random", "rollout.max_tokens_per_turn=12", "rollout.max_turns=2",
+        "rollout.group_size=2", "rollout.batch_tasks=2", "sft.batch_size=4", "eval.limit=2"]
+
+
+def adapter(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
+    return load_file(run_dir / "checkpoints" / f"step-{step:06d}" / "adapter" / "adapter_model.safetensors")
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_sft_then_grpo_trains_and_checkpoints(tmp_path):
+    cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path}", "sft.epochs=0.1", "trainer.steps=2",
+                                         "trainer.save_every=1", "trainer.eval_every=2"])
+    result = run(cfg)
+    rows = metrics(tmp_path)
+    assert [(r["step"], r["stage"]) for r in rows] == [(1, "sft"), (2, "sft"), (3, "grpo"), (4, "grpo")]
+    assert rows[0]["loss"] > 0 and "reward_mean" in rows[2] and "val_success_rate" in rows[3]
+    assert result["steps"] == 4
+    first, last = adapter(tmp_path, 1), adapter(tmp_path, 4)
+    lora_b = [k for k in first if "lora_B" in k]
+    assert lora_b and all(first[k].abs().sum() > 0 for k in lora_b)  # B starts at zero: SFT moved it
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert {e["step"] for e in episodes} == {3, 4} and len(episodes) == 8
+    assert (tmp_path / "val_episodes.jsonl").is_file() and (tmp_path / "config.yaml").is_file()
+    assert any(not torch.equal(first[k], last[k]) for k in first)
+
+
+def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
+    from ajet.errors import CheckpointError
+
+    overrides = FAST + [f"output_dir={tmp_path}", "algorithm=sft", "sft.epochs=0.1"]
+    run(load_config(TOOL_YAML, overrides))
+    with pytest.raises(CheckpointError, match="--resume"):
+        run(load_config(TOOL_YAML, overrides))
+
+
+def _ajet(args: list[str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ajet.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):
+    steps = ["algorithm=sft", "sft.epochs=2", "sft.batch_size=8", "trainer.save_every=1", "trainer.seed=7"]
+    base = ["--conf", str(TOOL_YAML), *FAST, *steps]
+    straight = tmp_path / "straight"
+    proc = _ajet([*base, f"output_dir={straight}"])
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    total = max(r["step"] for r in metrics(straight))
+    assert total >= 8
+
+    killed = tmp_path / "killed"
+    proc = _ajet([*base, f"output_dir={killed}"])
+    deadline = time.time() + 300
+    while not (killed / "checkpoints" / "step-000002").exists() and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    done = max(int(p.name.split("-")[1]) for p in (killed / "checkpoints").glob("step-*"))
+    assert done < total, "the run finished before it could be killed"
+    # what a crash mid-save leaves: a temp folder and a folder without its COMPLETE marker
+    (killed / "checkpoints" / f".tmp-step-{done + 1:06d}-x").mkdir()
+    partial = killed / "checkpoints" / f"step-{done + 1:06d}"
+    partial.mkdir()
+    (partial / "state.json").write_text("{}")
+
+    proc = _ajet([*base, f"output_dir={killed}", "--resume"])
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert f"resumed from {killed / 'checkpoints' / f'step-{done:06d}'}" in out.replace("\n", "")
+    assert [r["step"] for r in metrics(killed)] == list(range(1, total + 1))
+    a, b = adapter(straight, total), adapter(killed, total)
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6)
+    opt_a = torch.load(straight / "checkpoints" / f"step-{total:06d}" / "optimizer.pt", weights_only=True)
+    opt_b = torch.load(killed / "checkpoints" / f"step-{total:06d}" / "optimizer.pt", weights_only=True)
+    for key, state in opt_a["state"].items():
+        assert state["step"] == opt_b["state"][key]["step"]
+        torch.testing.assert_close(state["exp_avg"], opt_b["state"][key]["exp_avg"], rtol=0, atol=1e-6)
+
+
+def test_offline_dpo_and_online_dpo(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": f"What is {i}+{i}?", "chosen": f"It is {2 * i}.", "rejected": "I don't know."} for i in range(6)]
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / 'off'}", "algorithm=dpo", f"dpo.data={pairs}",
+                                         "dpo.batch_size=3", "dpo.epochs=1", "dpo.lr=1e-3"])
+    run(cfg)
+    rows_off = metrics(tmp_path / "off")
+    assert len(rows_off) == 2 and all("reward_margin" in r for r in rows_off)
+    assert rows_off[-1]["reward_margin"] > 0  # after one update the chosen answers are preferred
+    cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / 'on'}", "algorithm=dpo", "trainer.steps=1"])
+    run(cfg)
+    assert "pairs" in metrics(tmp_path / "on")[0]
+
+
+def test_export_merge_loads_with_transformers_and_ajet_serves_it(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / 'run'}", "algorithm=sft", "sft.epochs=0.1"])
+    run(cfg)
+    ckpt = next((tmp_path / "run" / "checkpoints").glob("step-*"))
+    for merge in (False, True):
+        out = tmp_path / f"export-{merge}"
+        proc = _ajet(["export", "--checkpoint", str(ckpt), "--out", str(out), *(["--merge"] if merge else [])])
+        log, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, log
+    assert (tmp_path / "export-False" / "adapter_config.json").is_file()
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "export-True")
+    assert model.config.num_hidden_layers == 2
+    assert (tmp_path / "export-True" / "tokenizer.json").is_file()

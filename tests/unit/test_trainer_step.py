@@ -1,0 +1,230 @@
+"""The trainer on the tiny model: logprobs, one GRPO / SFT update, LoRA, accumulation, reference model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ajet.config.schema import GrpoConfig, LoraConfig, ModelConfig, TrainerConfig
+from ajet.errors import ModelError
+from ajet.samples import Sample
+from ajet.trainer.batching import pack_micro_batches
+from ajet.trainer.logprobs import full_token_logprobs, sequence_logprobs, token_logprobs
+from ajet.trainer.optim import build_optimizer, build_scheduler
+from ajet.trainer.policy import Policy, load_policy
+from ajet.trainer.step import train_step
+
+PROMPT = "What is the capital of France?"
+
+
+def make_policy(lora: bool = True, **kwargs) -> Policy:
+    torch.manual_seed(0)
+    return load_policy(ModelConfig(path="tiny-random", lora=LoraConfig(enabled=lora)), **kwargs)
+
+
+def perturb_adapters(policy: Policy) -> None:
+    """Fresh LoRA B matrices are zero (the adapter starts as a no-op); give them values so it matters."""
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+
+
+def own_logprobs(policy: Policy, ids: list[int], mask: list[int]) -> list[float]:
+    t = torch.tensor([ids])
+    with torch.no_grad():
+        lp = token_logprobs(policy.model, t, torch.ones_like(t), torch.tensor([mask]))
+    return lp[0].tolist()
+
+
+def completion_sample(policy: Policy, prompt: str, completion: str, reward: float = 0.0) -> Sample:
+    """prompt + completion tokens, the completion trained, old logprobs from the policy itself (on-policy)."""
+    tok = policy.tokenizer
+    p_ids = tok(prompt)["input_ids"]
+    c_ids = tok(completion)["input_ids"]
+    ids, mask = p_ids + c_ids, [0] * len(p_ids) + [1] * len(c_ids)
+    return Sample(ids, mask, own_logprobs(policy, ids, mask), reward, "g0", "assistant")
+
+
+def sample_logprob(policy: Policy, s: Sample) -> float:
+    return sum(own_logprobs(policy, s.input_ids, s.loss_mask))
+
+
+def snapshot(policy: Policy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
+
+
+def changed(before: dict[str, torch.Tensor], policy: Policy) -> set[str]:
+    return {k for k, v in policy.model.state_dict().items() if not torch.equal(before[k], v)}
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_masked_logprobs_equal_full_logits(lora):
+    policy = make_policy(lora=lora)
+    if lora:
+        perturb_adapters(policy)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 49152, (3, 12), generator=g)
+    attn = torch.ones_like(ids)
+    attn[1, 9:] = 0  # right padding
+    attn[2, 5:] = 0
+    mask = torch.zeros_like(ids)
+    mask[:, 0] = 1  # position 0 must be ignored
+    mask[:, 3:] = 1
+    mask = mask * attn
+    fast = token_logprobs(policy.model, ids, attn, mask)
+    slow = full_token_logprobs(policy.model, ids, attn, mask)
+    assert fast.shape == (3, 12) and fast.dtype == torch.float32
+    assert torch.allclose(fast, slow, atol=1e-5, rtol=0)
+    assert fast[:, 0].abs().sum() == 0 and fast[1, 9:].abs().sum() == 0
+    assert (fast[0, 3:] < 0).all()
+    assert sequence_logprobs(fast, mask).tolist() == pytest.approx((fast * mask).sum(1).tolist())
+    if lora:  # adapters disabled -> a different (the base) distribution
+        with torch.no_grad(), policy.base_model_context() as base:
+            base_lp = token_logprobs(base, ids, attn, mask)
+        assert not torch.allclose(base_lp, fast, atol=1e-4)
+    # the head saw only the trained positions: gradients flow through them
+    fast.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.trainable_parameters())
+
+
+def test_grpo_update_raises_the_better_completion_and_lowers_the_other():
+    policy = make_policy()
+    good = completion_sample(policy, PROMPT, " Paris is the capital.", reward=1.0)
+    bad = completion_sample(policy, PROMPT, " I do not know, sorry.", reward=0.0)
+    before_good, before_bad = sample_logprob(policy, good), sample_logprob(policy, bad)
+    before = snapshot(policy)
+    cfg = TrainerConfig(lr=1e-3, steps=1)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    stats = train_step(policy, opt, build_scheduler(opt, cfg), [good, bad], [1.0, -1.0], cfg)
+    after_good, after_bad = sample_logprob(policy, good), sample_logprob(policy, bad)
+    assert after_good > before_good + 1e-3
+    assert after_bad < before_bad - 1e-3
+    # on-policy old logprobs: the trainer agrees with them, ratio 1, nothing clipped
+    assert stats["logprob_gap"] < 1e-5
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert stats["clip_fraction"] == 0.0
+    assert stats["updates"] == 1 and stats["grad_norm"] > 0
+    assert stats["tokens"] == sum(good.loss_mask) + sum(bad.loss_mask)
+    assert stats["tokens_per_s"] > 0 and stats["lr"] == 1e-3
+    # LoRA: only adapter weights moved, the base is untouched
+    moved = changed(before, policy)
+    assert moved and all("lora_" in k for k in moved)
+    assert not policy.model.training  # back in eval mode for the engine
+
+
+def test_sft_step_lowers_masked_loss():
+    policy = make_policy()
+    samples = [completion_sample(policy, PROMPT, " Paris."), completion_sample(policy, "Hi!", " Hello, how can I help?")]
+    cfg = TrainerConfig(lr=1e-2, steps=3)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    sched = build_scheduler(opt, cfg)
+    first = train_step(policy, opt, sched, samples, None, cfg, algo="sft")
+    # loss of the first step = mean CE over trained tokens under the untouched model
+    tokens = sum(sum(s.loss_mask) for s in samples)
+    expected = -sum(sum(s.old_logprobs) for s in samples) / tokens
+    assert first["loss"] == pytest.approx(expected, rel=1e-5)
+    second = train_step(policy, opt, sched, samples, None, cfg, algo="sft")
+    assert second["loss"] < first["loss"] - 0.01
+
+
+def _sgd_delta(micro_batch_tokens: int, agg: str) -> dict[str, torch.Tensor]:
+    """Parameter change of one SGD(lr=1) update: exactly minus the accumulated gradient."""
+    policy = make_policy()
+    perturb_adapters(policy)  # so that lora_A receives gradient too
+    texts = [(" Paris.", 1.0), (" Lyon is a big city in France.", -0.5), (" no", 0.3), (" It is Paris, of course!", -0.8)]
+    # prompts of ~40 tokens, so that budget 64 fits one row per micro-batch
+    long_prompt = "You are a helpful geography assistant. Answer briefly and correctly. " * 3 + PROMPT
+    samples = [completion_sample(policy, long_prompt, c) for c, _ in texts]
+    # off-policy old logprobs so the ratio is not 1 everywhere
+    samples = [Sample(s.input_ids, s.loss_mask, [v - 0.1 * m for v, m in zip(s.old_logprobs, s.loss_mask)],
+                      0.0, "g", "a") for s in samples]
+    before = snapshot(policy)
+    cfg = TrainerConfig(lr=1.0, steps=1, grad_clip=1e9, micro_batch_tokens=micro_batch_tokens)
+    opt = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+    stats = train_step(policy, opt, None, samples, [a for _, a in texts], cfg, grpo=GrpoConfig(loss_agg=agg))
+    assert stats["micro_batches"] == (1 if micro_batch_tokens >= 1000 else 4)
+    return {k: v - before[k] for k, v in policy.model.state_dict().items() if "lora_" in k}
+
+
+@pytest.mark.parametrize("agg", ["token", "sequence"])
+def test_micro_batching_gives_the_same_gradient(agg):
+    small, big = _sgd_delta(64, agg), _sgd_delta(100_000, agg)
+    assert any(d.abs().sum() > 0 for d in big.values())
+    for key in big:
+        assert torch.allclose(small[key], big[key], atol=1e-6, rtol=1e-4), key
+
+
+def test_updates_per_step_and_schedule():
+    policy = make_policy()
+    samples = [completion_sample(policy, PROMPT, " Paris."), completion_sample(policy, PROMPT, " Rome.")]
+    cfg = TrainerConfig(lr=1e-3, steps=4, updates_per_step=3, lr_schedule="linear", warmup_steps=1)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    sched = build_scheduler(opt, cfg)
+    stats = train_step(policy, opt, sched, samples, [1.0, -1.0], cfg)
+    assert stats["updates"] == 3  # 3 updates from 2 samples: each update sees both
+    assert stats["lr"] == pytest.approx(1e-3)  # warm-up step 0: 1e-3 * 1 / 1
+    # one scheduler step per call: step 1 of linear decay over 3 post-warmup steps -> 1e-3 * (1 - 0/3)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3)
+    train_step(policy, opt, sched, samples, [1.0, -1.0], cfg)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 1 / 3))
+    # after the first update the ratio moved away from 1 in later updates
+    assert stats["ratio_mean"] != pytest.approx(1.0, abs=1e-7)
+
+
+def test_full_finetune_with_reference_and_kl():
+    policy = make_policy(lora=False, reference=True)
+    samples = [completion_sample(policy, PROMPT, " Paris."), completion_sample(policy, PROMPT, " Rome.")]
+    ref_before = {k: v.clone() for k, v in policy.reference_model.state_dict().items()}
+    before = snapshot(policy)
+    cfg = TrainerConfig(lr=1e-3, steps=2)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    sched = build_scheduler(opt, cfg)
+    grpo = GrpoConfig(beta=0.1)
+    first = train_step(policy, opt, sched, samples, [1.0, -1.0], cfg, grpo=grpo)
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before any update
+    second = train_step(policy, opt, sched, samples, [1.0, -1.0], cfg, grpo=grpo)
+    assert second["kl"] > 1e-6
+    moved = changed(before, policy)
+    assert "model.embed_tokens.weight" in moved and any("layers.0.mlp" in k for k in moved)
+    assert all(torch.equal(v, ref_before[k]) for k, v in policy.reference_model.state_dict().items())
+
+
+def test_full_finetune_without_reference_refuses_kl():
+    policy = make_policy(lora=False)
+    samples = [completion_sample(policy, PROMPT, " Paris.")]
+    cfg = TrainerConfig(lr=1e-3)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    with pytest.raises(ModelError, match="reference=True"):
+        train_step(policy, opt, None, samples, [1.0], cfg, grpo=GrpoConfig(beta=0.1))
+
+
+def test_recompute_old_logprobs_measures_engine_gap():
+    policy = make_policy()
+    s = completion_sample(policy, PROMPT, " Paris is the capital.")
+    engine_like = Sample(s.input_ids, s.loss_mask, [v - 0.25 * m for v, m in zip(s.old_logprobs, s.loss_mask)],
+                         0.0, "g", "a")  # engine 0.25 nats below the trainer on every trained token
+    cfg = TrainerConfig(lr=1e-3)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    engine = train_step(policy, opt, None, [engine_like], [1.0], cfg)
+    assert engine["logprob_gap"] == pytest.approx(0.25, abs=1e-4)
+    assert engine["ratio_mean"] == pytest.approx(float(torch.exp(torch.tensor(0.25))), rel=1e-4)
+    policy = make_policy()
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    recomputed = train_step(policy, opt, None, [engine_like], [1.0], cfg, old_logprobs="recompute")
+    assert recomputed["logprob_gap"] == pytest.approx(0.25, abs=1e-4)
+    assert recomputed["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_bad_arguments():
+    policy = make_policy()
+    s = completion_sample(policy, PROMPT, " Paris.")
+    cfg = TrainerConfig()
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    with pytest.raises(ValueError, match="one advantage per sample"):
+        train_step(policy, opt, None, [s], None, cfg)
+    with pytest.raises(ValueError, match="'grpo' or 'sft'"):
+        train_step(policy, opt, None, [s], None, cfg, algo="ppo")
+    plan = pack_micro_batches([s], 64)
+    assert plan.trained_tokens == sum(s.loss_mask)
