@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length"]
 
@@ -36,6 +37,8 @@ class Engine(abc.ABC):
 
     #: Name shown in /v1/models and reports.
     model_name: str = "ajet"
+    #: The Hugging Face tokenizer of the policy when the engine has one (hf, replay); may be None (remote).
+    tokenizer: Any = None
 
     @abc.abstractmethod
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
@@ -46,3 +49,14 @@ class Engine(abc.ABC):
 
     async def close(self) -> None:
         """Release resources. Idempotent."""
+
+    async def generate_many(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
+        """Generate one completion per prompt, concurrently (engines that batch will batch them)."""
+        return list(await asyncio.gather(*(self.generate(p, sampling) for p in prompts)))
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

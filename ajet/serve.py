@@ -1,0 +1,372 @@
+"""`ajet serve`: an engine behind an OpenAI-compatible HTTP server that speaks vLLM's completions protocol.
+
+`create_serve_app(engine, tokenizer, model_name)` serves `GET /v1/models` and `POST /v1/completions`
+with token-id prompts (`"prompt": [1, 2, 3]`) or text prompts, and answers like vLLM's OpenAI server:
+`choices[i].text`, `token_ids` and `prompt_token_ids` (vLLM's `return_token_ids`, on by default here),
+`logprobs.tokens` as `"token_id:N"` strings (vLLM's `--return-tokens-as-token-ids`, on by default
+here) with `token_logprobs`, `finish_reason`, `stop_reason` and `usage`. So the `remote` engine
+works against it exactly as against vLLM. Bad input gets an OpenAI-style error body with status
+400 (404 for an unknown model or route, 413 for an oversized body), never a 500.
+
+`main(model, ...)` loads the `hf` engine and runs uvicorn. The chat endpoint
+(`/v1/chat/completions`) comes from the gateway module and is mounted through `extra_routers`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, Sequence
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ajet.engine.base import Engine, Generation, SamplingParams
+from ajet.errors import AjetError, GatewayError
+
+log = logging.getLogger(__name__)
+
+MAX_CHOICES = 128  # prompts x n in one request
+
+
+class CompletionRequest(BaseModel):
+    """The fields of vLLM's CompletionRequest that ajet serve honours; other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    prompt: str | list[StrictInt] | list[str] | list[list[StrictInt]]
+    max_tokens: int | None = Field(16, ge=0)
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    n: int = Field(1, ge=1)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[StrictInt] | None = None
+    seed: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=20)
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    skip_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    add_special_tokens: bool = True
+    # Options ajet's engines cannot honour: accepted only at their neutral value (see _UNSUPPORTED).
+    stream: bool | None = False
+    echo: bool | None = False
+    best_of: int | None = None
+    use_beam_search: bool = False
+    suffix: str | None = None
+    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = 0.0
+    frequency_penalty: float | None = 0.0
+    repetition_penalty: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    min_tokens: int = 0
+    ignore_eos: bool = False
+
+
+_UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "stream": (False, None), "echo": (False, None), "best_of": (None, 1), "use_beam_search": (False,),
+    "suffix": (None, ""), "logit_bias": (None, {}), "presence_penalty": (None, 0.0),
+    "frequency_penalty": (None, 0.0), "repetition_penalty": (None, 1.0), "top_k": (None, 0, -1),
+    "min_p": (None, 0.0), "min_tokens": (0,), "ignore_eos": (False,),
+}
+
+
+def error_response(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
+    """An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
+    return JSONResponse(body, status_code=status)
+
+
+class _Server:
+    """State and handlers of one app: the engine, the tokenizer and the limits."""
+
+    def __init__(self, engine: Engine, tokenizer: Any, model_name: str, aliases: Sequence[str],
+                 max_request_bytes: int, tokens_as_ids: bool):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.names = {model_name, *aliases}
+        self.max_request_bytes = max_request_bytes
+        self.tokens_as_ids = tokens_as_ids
+        self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
+        self.max_positions: int | None = getattr(engine, "max_positions", None)
+        self.eos_ids = set(getattr(engine, "eos_ids", None) or
+                           ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
+
+    async def models(self) -> dict[str, Any]:
+        card: dict[str, Any] = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet",
+                                "root": self.model_name, "parent": None}
+        if self.max_positions:
+            card["max_model_len"] = self.max_positions
+        return {"object": "list", "data": [card]}
+
+    async def completions(self, request: Request) -> JSONResponse:
+        try:
+            body = await self._read_json(request)
+            req = _validate(body)
+            if req.model is not None and req.model not in self.names:
+                raise GatewayError(f"The model `{req.model}` does not exist; this server serves "
+                                   f"`{self.model_name}` (GET /v1/models)", status=404, code="model_not_found")
+            prompts = self._prompts(req)
+            jobs = [(i, j) for i in range(len(prompts)) for j in range(req.n)]
+            if len(jobs) > MAX_CHOICES:
+                raise GatewayError(f"{len(prompts)} prompts x n={req.n} asks for {len(jobs)} completions; "
+                                   f"at most {MAX_CHOICES} per request", code="too_many_choices")
+            generations = await asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j))
+                                                 for i, j in jobs))
+        except GatewayError as exc:
+            return error_response(exc.status, str(exc), exc.code, getattr(exc, "param", None))
+        except AjetError as exc:
+            log.warning("engine failed: %s", exc)
+            return error_response(500, f"the engine failed: {exc}", "engine_error")
+        choices = [self._choice(k, prompts[i], gen, req) for k, ((i, _), gen) in enumerate(zip(jobs, generations))]
+        completion_tokens = sum(len(g.token_ids) for g in generations)
+        prompt_tokens = sum(len(p) for p in prompts)
+        return JSONResponse({
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": req.model or self.model_name,
+            "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        })
+
+    async def _read_json(self, request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_request_bytes:
+            raise GatewayError(f"request body is {declared} bytes; the limit is {self.max_request_bytes}",
+                               status=413, code="request_too_large")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_request_bytes:
+                raise GatewayError(f"request body exceeds the limit of {self.max_request_bytes} bytes",
+                                   status=413, code="request_too_large")
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks))
+        except ValueError as exc:
+            raise GatewayError(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+
+    def _prompts(self, req: CompletionRequest) -> list[list[int]]:
+        raw = req.prompt
+        items: list[Any] = [raw] if isinstance(raw, str) or (raw and isinstance(raw[0], int)) else list(raw)
+        if not items:
+            raise _bad("prompt is empty; send a string or a list of token ids", "prompt")
+        prompts = []
+        for item in items:
+            ids = self.tokenizer.encode(item, add_special_tokens=req.add_special_tokens) \
+                if isinstance(item, str) else list(item)
+            if not ids:
+                raise _bad("prompt is empty; send a string or a list of token ids", "prompt")
+            bad = [t for t in ids if not 0 <= t < self.vocab_size]
+            if bad:
+                raise _bad(f"prompt has token ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}",
+                           "prompt")
+            self._check_length(len(ids), 16 if req.max_tokens is None else req.max_tokens)
+            prompts.append(ids)
+        bad_stops = [t for t in req.stop_token_ids or [] if not 0 <= t < self.vocab_size]
+        if bad_stops:
+            raise _bad(f"stop_token_ids outside the vocabulary [0, {self.vocab_size}): {bad_stops[:5]}",
+                       "stop_token_ids")
+        return prompts
+
+    def _check_length(self, prompt_len: int, max_tokens: int) -> None:
+        limit = self.max_positions
+        if limit is not None and prompt_len + max(max_tokens, 1) > limit:
+            raise GatewayError(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} in the completion). "
+                "Reduce the prompt or max_tokens.", code="context_length_exceeded")
+
+    def _choice(self, index: int, prompt: list[int], gen: Generation, req: CompletionRequest) -> dict[str, Any]:
+        text, stop_reason = self._text(gen, req)
+        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
+                                  "finish_reason": gen.finish_reason, "stop_reason": stop_reason}
+        if req.return_token_ids is not False:
+            choice["token_ids"] = list(gen.token_ids)
+            choice["prompt_token_ids"] = list(prompt)
+        if req.logprobs is not None:
+            choice["logprobs"] = self._logprobs(gen, req)
+        return choice
+
+    def _text(self, gen: Generation, req: CompletionRequest) -> tuple[str, str | int | None]:
+        """Completion text as vLLM makes it: the stop token and anything from a stop string on are cut."""
+        ids, stop_reason = gen.token_ids, None
+        stop_ids = set(req.stop_token_ids or [])
+        if gen.finish_reason == "stop" and ids and ids[-1] in (self.eos_ids | stop_ids):
+            stop_reason = ids[-1] if ids[-1] in stop_ids and ids[-1] not in self.eos_ids else None
+            if not req.include_stop_str_in_output:
+                ids = ids[:-1]
+        text = self.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
+        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        found = [(text.find(s), s) for s in stops if s and s in text]
+        if found:
+            at, stop = min(found)
+            text = text[: at + len(stop)] if req.include_stop_str_in_output else text[:at]
+            stop_reason = stop
+        return text, stop_reason
+
+    def _logprobs(self, gen: Generation, req: CompletionRequest) -> dict[str, Any]:
+        as_ids = self.tokens_as_ids if req.return_tokens_as_token_ids is None else req.return_tokens_as_token_ids
+        pieces = [self.tokenizer.decode([t]) for t in gen.token_ids]
+        tokens = [f"token_id:{t}" for t in gen.token_ids] if as_ids else pieces
+        offsets, at = [], 0
+        for piece in pieces:
+            offsets.append(at)
+            at += len(piece)
+        return {"text_offset": offsets, "token_logprobs": list(gen.logprobs), "tokens": tokens,
+                # Only the sampled token: the engines do not compute alternatives.
+                "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, gen.logprobs)]}
+
+
+def _validate(body: Any) -> CompletionRequest:
+    if not isinstance(body, dict):
+        raise _bad(f"request body must be a JSON object, got {type(body).__name__}", None)
+    try:
+        req = CompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        if where.startswith("prompt."):  # a union: pydantic's first branch error would mislead
+            raise _bad("invalid request: prompt must be a string, a list of token ids (integers), or a "
+                       "list of strings or of token-id lists", "prompt") from None
+        raise _bad(f"invalid request: {where}: {first['msg']} (got {str(first.get('input'))[:80]})",
+                   where.split(".")[0]) from None
+    for name, neutral in _UNSUPPORTED.items():
+        value = getattr(req, name)
+        if value not in neutral:
+            raise _bad(f"{name}={value!r} is not supported by ajet serve; leave it out", name)
+    return req
+
+
+def _sampling(req: CompletionRequest, index: int) -> SamplingParams:
+    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    return SamplingParams(
+        max_tokens=16 if req.max_tokens is None else req.max_tokens,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        stop_token_ids=list(req.stop_token_ids or []),
+        stop=[s for s in stops if s],
+        seed=None if req.seed is None else req.seed + index,  # n > 1 samples must differ
+    )
+
+
+def _bad(message: str, param: str | None) -> GatewayError:
+    error = GatewayError(message, status=400, code="invalid_request_error")
+    error.param = param  # type: ignore[attr-defined]
+    return error
+
+
+def create_serve_app(
+    engine: Engine,
+    tokenizer: Any,
+    model_name: str,
+    *,
+    extra_routers: Sequence[APIRouter] = (),
+    aliases: Sequence[str] = (),
+    max_request_bytes: int = 4_000_000,
+    tokens_as_ids: bool = True,
+) -> FastAPI:
+    """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
+
+    aliases: other names accepted in the request's `model` field. tokens_as_ids: write logprob tokens
+    as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`.
+    """
+    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.close()
+
+    app = FastAPI(title="ajet serve", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.engine, app.state.tokenizer, app.state.model_name = engine, tokenizer, model_name
+    router = APIRouter()
+    router.add_api_route("/v1/models", server.models, methods=["GET"])
+    router.add_api_route("/v1/completions", server.completions, methods=["POST"])
+    app.include_router(router)
+    for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
+        app.include_router(extra)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = "not_found" if exc.status_code == 404 else "method_not_allowed" if exc.status_code == 405 else None
+        return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s", request.url.path)
+        return error_response(500, f"internal error: {exc!r}", "internal_error")
+
+    return app
+
+
+def main(
+    model: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    chat_template: str | None = None,
+    max_batch_size: int = 16,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    served_model_name: str | None = None,
+    log_level: str = "info",
+) -> None:
+    """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine."""
+    import uvicorn
+
+    from ajet.engine.hf import HFEngine
+    from ajet.models import resolve_model_path
+
+    path = resolve_model_path(model)
+    name = served_model_name or model
+    engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
+                                      model_name=name)
+    # HOOK (lead): build the gateway's chat router here (with `chat_template`) and pass it below,
+    # so `ajet serve` also answers /v1/chat/completions.
+    extra_routers: list[APIRouter] = []
+    app = create_serve_app(engine, engine.tokenizer, name, extra_routers=extra_routers, aliases=[path])
+    app.state.chat_template = chat_template
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """`python -m ajet.serve --model M [--host H] [--port P] ...`; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="ajet serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="smollm2-135m-instruct, tiny-random, a folder or a hub id")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--chat-template", default=None, help="Jinja chat template (text or .jinja file)")
+    parser.add_argument("--max-batch-size", type=int, default=16)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--served-model-name", default=None)
+    args = parser.parse_args(argv)
+    try:
+        main(args.model, args.host, args.port, args.chat_template, args.max_batch_size, device=args.device,
+             dtype=args.dtype, served_model_name=args.served_model_name)
+    except AjetError as exc:
+        print(f"ajet serve: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
