@@ -57,6 +57,7 @@ class DebugRun:
                                   "or set output_dir to a new folder")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_resolved_config(cfg, self.run_dir)
+        _seed_everything(cfg.trainer.seed)  # LoRA's random init must be the same run to run
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
         template = chat_template_text(cfg)
@@ -221,6 +222,17 @@ class DebugRun:
         stats = dpo_step(self.policy, self.optimizer, self.scheduler, batch, self.cfg.trainer, self.cfg.dpo)
         self.engine.weights_version += 1
         return {**metrics, **_rename(stats)}
+
+
+def _seed_everything(seed: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def _advance(scheduler) -> None:
