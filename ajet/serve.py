@@ -22,6 +22,7 @@ import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Sequence
 
 from fastapi import APIRouter, FastAPI, Request
@@ -339,9 +340,14 @@ def main(
     name = served_model_name or model
     engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
                                       model_name=name)
-    # HOOK (lead): build the gateway's chat router here (with `chat_template`) and pass it below,
-    # so `ajet serve` also answers /v1/chat/completions.
-    extra_routers: list[APIRouter] = []
+    from ajet.gateway.server import Gateway
+
+    template = chat_template
+    if template and template.endswith((".jinja", ".j2")) and Path(template).is_file():
+        template = Path(template).read_text(encoding="utf-8")
+    # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
+    chat = Gateway(engine, engine.tokenizer, model_name=name, chat_template=template, require_key=False)
+    extra_routers: list[APIRouter] = [chat.router]
     app = create_serve_app(engine, engine.tokenizer, name, extra_routers=extra_routers, aliases=[path])
     app.state.chat_template = chat_template
     uvicorn.run(app, host=host, port=port, log_level=log_level)

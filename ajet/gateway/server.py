@@ -137,7 +137,8 @@ class Gateway:
         if found is not None:
             return found[0], found[1], None
         if not self.require_key:
-            session = EpisodeSession(episode_id="serve", tracker=EpisodeTracker("serve"), record=False)
+            session = EpisodeSession(episode_id="serve", tracker=EpisodeTracker("serve"), record=False,
+                                     max_tokens=self.max_prompt_tokens)
             return session, "assistant", None
         return None, "", _error(401, "invalid or finished API key: each episode's key is valid only while "
                                      "it runs", code="invalid_api_key")  # type: ignore[return-value]

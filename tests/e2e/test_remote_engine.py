@@ -183,3 +183,20 @@ def test_parse_completion_reads_vllm_answers_with_and_without_token_ids():
         parse_completion({"choices": [{"finish_reason": "abort", "token_ids": [], "logprobs": {"token_logprobs": []}}]})
     with pytest.raises(EngineError, match="returned no logprobs"):
         parse_completion({"choices": [{"finish_reason": "stop", "token_ids": [1], "logprobs": None}]})
+
+
+async def test_ajet_serve_answers_chat_completions_with_tools(server, local):
+    """`ajet serve` also speaks /v1/chat/completions through the gateway's renderer (no episode key)."""
+    client = openai.AsyncOpenAI(base_url=server, api_key="anything", max_retries=0)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [{"role": "user", "content": "hello"}]
+    r = await client.chat.completions.create(model="tiny", messages=messages, tools=tools, max_tokens=5,
+                                             temperature=0)
+    from ajet.gateway.render import ChatRenderer
+
+    prompt = ChatRenderer(local.tokenizer).encode(messages, tools).token_ids
+    expected = await local.generate(prompt, SamplingParams(max_tokens=5, temperature=0))
+    assert r.usage.prompt_tokens == len(prompt)
+    assert r.usage.completion_tokens == len(expected.token_ids)
+    assert r.choices[0].message.content == local.tokenizer.decode(
+        [t for t in expected.token_ids if t not in local.eos_ids])
