@@ -83,15 +83,34 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
         console.print(f"[yellow]{count} episode(s) failed with {error}[/]")
 
 
+def _model_folder(model: str, run_dir: Path) -> str:
+    """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
+    merged into a model folder first, so any checkpoint can be evaluated directly."""
+    from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
+    from ajet.trainer.export import export_checkpoint
+
+    path = Path(model)
+    if (path / "checkpoints").is_dir():
+        path = latest_checkpoint(path) or path
+    if not (path / "state.json").is_file():
+        return model
+    checkpoint = resolve_checkpoint(path)
+    merged = run_dir / f"model-{checkpoint.name}"
+    if not (merged / "config.json").is_file():
+        export_checkpoint(checkpoint, merged, merge=True)
+    console.print(f"evaluating checkpoint {checkpoint} (merged into {merged})")
+    return str(merged)
+
+
 def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
     """The `ajet eval` command: build the engine, evaluate, print, save eval.json."""
     from ajet.config.loader import save_resolved_config
     from ajet.engine.factory import build_engine
 
-    if model is not None:
-        cfg.model.path = model
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if model is not None:
+        cfg.model.path = _model_folder(model, run_dir)
     save_resolved_config(cfg, run_dir)
     engine = build_engine(cfg)
     tokenizer = load_tokenizer(cfg, engine)
