@@ -116,7 +116,8 @@ def test_grpo_update_raises_the_better_completion_and_lowers_the_other():
 
 def test_sft_step_lowers_masked_loss():
     policy = make_policy()
-    samples = [completion_sample(policy, PROMPT, " Paris."), completion_sample(policy, "Hi!", " Hello, how can I help?")]
+    samples = [completion_sample(policy, PROMPT, " Paris."),
+               completion_sample(policy, "Hi!", " Hello, how can I help?")]
     cfg = TrainerConfig(lr=1e-2, steps=3)
     opt = build_optimizer(policy.model.parameters(), cfg)
     sched = build_scheduler(opt, cfg)
@@ -133,7 +134,8 @@ def _sgd_delta(micro_batch_tokens: int, agg: str) -> dict[str, torch.Tensor]:
     """Parameter change of one SGD(lr=1) update: exactly minus the accumulated gradient."""
     policy = make_policy()
     perturb_adapters(policy)  # so that lora_A receives gradient too
-    texts = [(" Paris.", 1.0), (" Lyon is a big city in France.", -0.5), (" no", 0.3), (" It is Paris, of course!", -0.8)]
+    texts = [(" Paris.", 1.0), (" Lyon is a big city in France.", -0.5), (" no", 0.3),
+             (" It is Paris, of course!", -0.8)]
     # prompts of ~40 tokens, so that budget 64 fits one row per micro-batch
     long_prompt = "You are a helpful geography assistant. Answer briefly and correctly. " * 3 + PROMPT
     samples = [completion_sample(policy, long_prompt, c) for c, _ in texts]
@@ -228,3 +230,75 @@ def test_bad_arguments():
         train_step(policy, opt, None, [s], None, cfg, algo="ppo")
     plan = pack_micro_batches([s], 64)
     assert plan.trained_tokens == sum(s.loss_mask)
+
+
+def test_bf16_autocast_step_matches_float32_loss():
+    samples_by_run = []
+    for autocast in (None, "bfloat16"):
+        torch.manual_seed(0)
+        policy = load_policy(ModelConfig(path="tiny-random"), autocast=autocast)
+        s = completion_sample(policy, PROMPT, " Paris is the capital of France.")
+        cfg = TrainerConfig(lr=1e-3)
+        opt = build_optimizer(policy.model.parameters(), cfg)
+        samples_by_run.append(train_step(policy, opt, None, [s], None, cfg, algo="sft"))
+    fp32, bf16 = samples_by_run
+    assert bf16["loss"] == pytest.approx(fp32["loss"], rel=1e-2)
+    assert bf16["loss"] != fp32["loss"]  # autocast really ran in bf16
+
+
+def test_lr_schedules_by_hand():
+    from ajet.trainer.optim import lr_factor
+
+    # warmup 2 of 6 steps: 1/2, 2/2, then decay over the 4 remaining steps, p = (s - 2) / 4
+    lin = TrainerConfig(steps=6, warmup_steps=2, lr_schedule="linear")
+    assert [lr_factor(s, lin) for s in range(6)] == pytest.approx([0.5, 1.0, 1.0, 0.75, 0.5, 0.25])
+    cos = TrainerConfig(steps=6, warmup_steps=2, lr_schedule="cosine")
+    # 0.5 * (1 + cos(pi * p)): p = 0, 1/4, 1/2, 3/4 -> 1, 0.853553, 0.5, 0.146447
+    assert [lr_factor(s, cos) for s in range(2, 6)] == pytest.approx([1.0, 0.853553, 0.5, 0.146447], abs=1e-6)
+    const = TrainerConfig(steps=6, lr_schedule="constant")
+    assert {lr_factor(s, const) for s in range(6)} == {1.0}
+
+
+def test_policy_options(tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    policy = load_policy(ModelConfig(path="tiny-random", chat_template=str(template),
+                                     lora=LoraConfig(rank=4, target_modules=["q_proj", "v_proj"])))
+    assert policy.tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False) == "[x]"
+    assert policy.chat_template == template.read_text()
+    names = [n for n, p in policy.model.named_parameters() if p.requires_grad]
+    assert names and all(("q_proj" in n or "v_proj" in n) and "lora_" in n for n in names)
+    # per layer, rank 4: q_proj 64->64: A 4x64 + B 64x4 = 512; v_proj 64->32 (2 kv heads x 16): A 4x64 + B 32x4 = 384
+    assert policy.num_parameters()[0] == 2 * (512 + 384)
+    assert policy.dtype == torch.float32 and policy.device.type == "cpu"
+    frozen = load_policy(ModelConfig(path="tiny-random"), for_training=False)
+    assert not frozen.trainable_parameters()
+    with pytest.raises(ModelError, match="target_modules"):
+        load_policy(ModelConfig(path="tiny-random", lora=LoraConfig(target_modules=["no_such_layer"])))
+    with pytest.raises(ModelError, match="neither a Jinja template nor an existing file"):
+        load_policy(ModelConfig(path="tiny-random", chat_template="missing.jinja"))
+
+
+def test_gradient_checkpointing_gives_the_same_updates():
+    losses = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        policy = load_policy(ModelConfig(path="tiny-random"), gradient_checkpointing=checkpointing)
+        s = completion_sample(policy, PROMPT, " Paris is the capital of France.")
+        cfg = TrainerConfig(lr=1e-2)
+        opt = build_optimizer(policy.model.parameters(), cfg)
+        losses.append([train_step(policy, opt, None, [s], None, cfg, algo="sft")["loss"] for _ in range(2)])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
+    assert losses[0][1] < losses[0][0]
+
+
+def test_step_reports_truncated_oversize_and_empty_samples_once():
+    policy = make_policy()
+    long = completion_sample(policy, PROMPT * 8, " Paris is the capital of France, and a large city.")
+    empty = Sample(long.input_ids[:10], [0] * 10, [0.0] * 10, 0.0, "g", "a")
+    cfg = TrainerConfig(lr=1e-3, updates_per_step=3, micro_batch_tokens=64)
+    opt = build_optimizer(policy.model.parameters(), cfg)
+    stats = train_step(policy, opt, None, [long, empty], None, cfg, algo="sft", max_length=len(long.input_ids) - 3)
+    assert len(long.input_ids) - 3 > 64  # still over budget after the cut: its own micro-batch
+    assert (stats["truncated"], stats["oversize"], stats["empty"]) == (1.0, 1.0, 1.0)
+    assert stats["updates"] == 3 and stats["tokens"] == 3 * (sum(long.loss_mask) - 3)

@@ -1,0 +1,80 @@
+"""Group-relative advantages for GRPO.
+
+Each sample's advantage is its reward minus the mean reward of its group (the episodes of one task),
+divided by the group's standard deviation when `scale` is on (Dr. GRPO turns scaling off). A group
+whose rewards are all equal carries no learning signal: its samples get advantage 0 and the group
+is counted in the stats so the caller can skip them instead of spending compute on a zero gradient.
+A group with a single sample is treated the same way (there is nothing to compare it with).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class AdvantageStats:
+    """What `group_advantages` saw. `skip` lists sample indices with no signal (advantage 0)."""
+
+    groups: int = 0
+    zero_variance_groups: int = 0
+    singleton_groups: int = 0
+    informative_groups: int = 0
+    skip: list[int] = field(default_factory=list)
+    reward_mean: float = 0.0
+    reward_std: float = 0.0
+    advantage_abs_mean: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """Numeric stats for logging (the skip list becomes its length)."""
+        data = asdict(self)
+        data["skipped_samples"] = len(data.pop("skip"))
+        return {k: float(v) for k, v in data.items()}
+
+
+def group_advantages(
+    rewards: Sequence[float],
+    group_ids: Sequence[str],
+    scale: bool = True,
+    eps: float = 1e-6,
+) -> tuple[list[float], AdvantageStats]:
+    """Group-normalised advantages: (r - mean_g) / (std_g + eps) with scale, else r - mean_g.
+
+    std is the population standard deviation of the group (divide by n), the same statistic the
+    mean is taken over. A group is zero-variance when its std is <= eps: every member gets exactly
+    0.0 and its indices go to `stats.skip`; singleton groups likewise.
+    """
+    if len(rewards) != len(group_ids):
+        raise ValueError(f"group_advantages: {len(rewards)} rewards but {len(group_ids)} group ids")
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, gid in enumerate(group_ids):
+        members[gid].append(i)
+
+    advantages = [0.0] * len(rewards)
+    stats = AdvantageStats(groups=len(members))
+    for idx in members.values():
+        values = [float(rewards[i]) for i in idx]
+        if len(values) == 1:
+            stats.singleton_groups += 1
+            stats.skip.extend(idx)
+            continue
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if std <= eps:
+            stats.zero_variance_groups += 1
+            stats.skip.extend(idx)
+            continue
+        stats.informative_groups += 1
+        for i, v in zip(idx, values):
+            advantages[i] = (v - mean) / (std + eps) if scale else v - mean
+
+    stats.skip.sort()
+    if rewards:
+        mean_all = sum(map(float, rewards)) / len(rewards)
+        stats.reward_mean = mean_all
+        stats.reward_std = math.sqrt(sum((float(r) - mean_all) ** 2 for r in rewards) / len(rewards))
+        stats.advantage_abs_mean = sum(abs(a) for a in advantages) / len(advantages)
+    return advantages, stats

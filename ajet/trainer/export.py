@@ -1,0 +1,117 @@
+"""`ajet export`: turn a checkpoint into something other tools load.
+
+    export_checkpoint(ckpt, out)              LoRA: the adapter (adapter_config.json,
+                                              adapter_model.safetensors) + tokenizer and chat template;
+                                              full fine-tuning: the model folder + tokenizer.
+    export_checkpoint(ckpt, out, merge=True)  LoRA: base + adapter merged (merge_and_unload) into a plain
+                                              Hugging Face model folder: config.json, safetensors,
+                                              generation_config.json, tokenizer, chat_template.jinja.
+                                              AutoModelForCausalLM.from_pretrained and vLLM load it.
+
+The base model is the one named in the checkpoint's state.json. The merge runs in float32 on CPU
+(a merge in bf16 rounds the adapter update away); `dtype` casts the merged weights before saving.
+The output is written to a temp folder next to `out` and renamed, so a failed export leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ajet.errors import CheckpointError
+from ajet.trainer.checkpoint import read_state, resolve_checkpoint
+
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def export_checkpoint(
+    checkpoint: str | Path,
+    out: str | Path,
+    merge: bool = False,
+    *,
+    dtype: str | None = None,
+) -> Path:
+    """Export `checkpoint` (a step-* folder, or a run folder: its latest) to `out`; returns `out`.
+
+    dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
+    """
+    ckpt = resolve_checkpoint(checkpoint)
+    state = read_state(ckpt)
+    if dtype is not None and dtype not in _DTYPES:
+        raise CheckpointError(f"export dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        if state.get("lora") and merge:
+            _merge(ckpt, state, tmp, dtype)
+        elif state.get("lora"):
+            _copy_files(ckpt / "adapter", tmp)
+            _point_adapter_at_base(tmp / "adapter_config.json", state)
+        else:
+            if dtype not in (None, "float32"):
+                _save_full(ckpt, tmp, dtype)
+            else:
+                _copy_files(ckpt / "model", tmp)
+        _copy_files(ckpt / "tokenizer", tmp)
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _copy_files(src: Path, dst: Path) -> None:
+    if not src.is_dir():
+        raise CheckpointError(f"checkpoint folder {str(src.parent)!r} has no {src.name}/; is it an ajet checkpoint?")
+    for path in src.iterdir():
+        if path.is_file():
+            shutil.copy2(path, dst / path.name)
+
+
+def _point_adapter_at_base(config_path: Path, state: dict) -> None:
+    """The adapter names its base; use the resolved local folder the run trained on."""
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["base_model_name_or_path"] = state["model_path"]
+    config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def _load_base(state: dict):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ajet.models import resolve_model_path
+
+    path = state.get("model_path")
+    if not path or not Path(path).exists():  # the cache moved: resolve the configured name again
+        path = resolve_model_path(state["model"]["path"])
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except OSError as exc:
+        raise CheckpointError(f"cannot load the base model {path!r} named by the checkpoint: {exc}") from exc
+
+
+def _merge(ckpt: Path, state: dict, out: Path, dtype: str | None) -> None:
+    import torch
+    from peft import PeftModel
+
+    base = _load_base(state)
+    model = PeftModel.from_pretrained(base, str(ckpt / "adapter"))
+    merged = model.merge_and_unload()
+    if dtype is not None:
+        merged = merged.to(getattr(torch, dtype))
+    merged.save_pretrained(out, safe_serialization=True)
+
+
+def _save_full(ckpt: Path, out: Path, dtype: str) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt / "model"), dtype=getattr(torch, dtype))
+    model.save_pretrained(out, safe_serialization=True)

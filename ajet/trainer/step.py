@@ -1,0 +1,237 @@
+"""One RL (or SFT) step of the debug trainer: samples in, `trainer.updates_per_step` optimizer updates out.
+
+    samples ──split──▶ updates_per_step mini-batches ──pack──▶ token-budget micro-batches
+    each micro-batch: forward (logits only at trained positions) → loss / normalizer → backward
+    each mini-batch:  clip grad norm → optimizer.step()
+    each call:        scheduler.step()
+
+Gradient accumulation is exact: every micro-batch divides its summed loss by the token (or row)
+count of its whole mini-batch, so the accumulated gradient equals that of one forward over the
+mini-batch, whatever `micro_batch_tokens` is.
+
+Old logprobs. GRPO's ratio compares the trainer's logprobs with those of the policy that sampled
+the tokens. `old_logprobs='engine'` (default) uses the engine's, recorded in the samples; the mean
+absolute gap between them and the trainer's own first-pass logprobs (taken before the first update
+of the step) is logged as `logprob_gap`: near 0 for the in-process engine, larger for a bf16 or
+remote engine. `old_logprobs='recompute'` first runs a no-grad pass of the trainer over all samples
+and uses those (verl's choice; costs one extra forward), still logging the gap to the engine.
+
+The model is put in train() mode for the updates and back in eval() for the engine that shares it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import torch
+
+from ajet.algorithm.losses import grpo_loss, sft_loss
+from ajet.config.schema import GrpoConfig, TrainerConfig
+from ajet.samples import Sample
+from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
+from ajet.trainer.logprobs import token_logprobs
+from ajet.trainer.optim import clip_gradients
+from ajet.trainer.policy import Policy
+
+Algo = Literal["grpo", "sft"]
+OldLogprobs = Literal["engine", "recompute"]
+
+
+@dataclass
+class _Stats:
+    """Sums over micro-batches, turned into means at the end."""
+
+    losses: list[float] = field(default_factory=list)  # one per update
+    grad_norms: list[float] = field(default_factory=list)
+    weighted: dict[str, float] = field(default_factory=dict)  # stat * tokens
+    stat_tokens: float = 0.0
+    gap_sum: float = 0.0
+    gap_max: float = 0.0
+    gap_tokens: float = 0.0
+    tokens: int = 0  # trained tokens
+    input_tokens: int = 0  # real tokens forwarded
+    padded_tokens: int = 0
+    micro_batches: int = 0
+    truncated: set[int] = field(default_factory=set)  # sample indices (a sample may be in several updates)
+    oversize: set[int] = field(default_factory=set)
+    empty: set[int] = field(default_factory=set)
+
+    def add_gap(self, logprobs: torch.Tensor, old: torch.Tensor, mask: torch.Tensor) -> None:
+        diff = ((logprobs.detach().float() - old.float()).abs() * mask).float()  # (B, T)
+        self.gap_sum += float(diff.sum())
+        self.gap_max = max(self.gap_max, float(diff.max()) if diff.numel() else 0.0)
+        self.gap_tokens += float(mask.sum())
+
+    def add_loss_stats(self, stats: dict[str, float]) -> None:
+        n = stats.get("tokens", 0.0)
+        for key, value in stats.items():
+            if key not in ("tokens", "ratio_max"):
+                self.weighted[key] = self.weighted.get(key, 0.0) + value * n
+        if "ratio_max" in stats:
+            self.weighted["ratio_max"] = max(self.weighted.get("ratio_max", 0.0), stats["ratio_max"])
+        self.stat_tokens += n
+
+
+def train_step(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    samples: Sequence[Sample],
+    advantages: Sequence[float] | None,
+    cfg: TrainerConfig,
+    *,
+    algo: Algo = "grpo",
+    grpo: GrpoConfig | None = None,
+    old_logprobs: OldLogprobs = "engine",
+    autocast_dtype: torch.dtype | None = None,
+    max_length: int | None = None,
+) -> dict[str, float]:
+    """Run `cfg.updates_per_step` optimizer updates on `samples`; step the scheduler once.
+
+    advantages: one per sample for GRPO (see `ajet.algorithm.group_advantages`); ignored by SFT.
+    grpo: clip ranges, KL beta and loss aggregation (defaults: GrpoConfig()).
+    autocast_dtype: e.g. torch.bfloat16 to run forward/backward under autocast (weights stay as loaded);
+    None: `policy.autocast_dtype` (set by load_policy(autocast=...)).
+    max_length: cut samples to this many tokens (counted in `truncated`); None keeps them whole.
+    Returns plain floats: loss, grad_norm, lr, tokens, tokens_per_s, clip_fraction, kl, logprob_gap...
+    """
+    if algo not in ("grpo", "sft"):
+        raise ValueError(f"train_step algo must be 'grpo' or 'sft', got {algo!r}")
+    if algo == "grpo" and (advantages is None or len(advantages) != len(samples)):
+        raise ValueError(f"grpo needs one advantage per sample: {len(samples)} samples, advantages={advantages!r:.60}")
+    grpo = grpo or GrpoConfig()
+    start = time.perf_counter()
+    lr = float(optimizer.param_groups[0]["lr"])
+    stats = _Stats()
+    samples = list(samples)
+    measure_gap_first = algo == "grpo"
+    if algo == "grpo" and old_logprobs == "recompute":
+        samples = _recompute_old_logprobs(policy, samples, cfg, stats, autocast_dtype, max_length)
+        measure_gap_first = False
+
+    params = policy.trainable_parameters()
+    policy.model.train()
+    try:
+        for update, idx in enumerate(split_mini_batches(len(samples), cfg.updates_per_step)):
+            plan = pack_micro_batches(
+                [samples[i] for i in idx],
+                cfg.micro_batch_tokens,
+                advantages=[advantages[i] for i in idx] if algo == "grpo" else None,
+                pad_token_id=policy.tokenizer.pad_token_id or 0,
+                max_length=max_length,
+            )
+            _count_plan(stats, plan, idx)
+            if not plan.micro_batches:
+                continue  # nothing trainable in this mini-batch: no update
+            optimizer.zero_grad(set_to_none=True)
+            loss = 0.0
+            for mb in plan.micro_batches:
+                loss += _micro_step(policy, mb.to(policy.device), plan, algo, grpo, autocast_dtype, stats,
+                                    measure_gap=measure_gap_first and update == 0)
+            stats.losses.append(loss)
+            stats.grad_norms.append(clip_gradients(params, cfg.grad_clip))
+            optimizer.step()
+    finally:
+        optimizer.zero_grad(set_to_none=True)
+        policy.model.eval()
+    if scheduler is not None:
+        scheduler.step()
+    return _summary(stats, lr, time.perf_counter() - start)
+
+
+def _micro_step(
+    policy: Policy,
+    mb: MicroBatch,
+    plan: BatchPlan,
+    algo: Algo,
+    grpo: GrpoConfig,
+    autocast_dtype: torch.dtype | None,
+    stats: _Stats,
+    measure_gap: bool,
+) -> float:
+    """Forward + backward of one micro-batch; returns its share of the mini-batch loss."""
+    ref = None
+    if algo == "grpo" and grpo.beta > 0:
+        with torch.no_grad(), policy.autocast(autocast_dtype), policy.base_model_context() as base:
+            ref = token_logprobs(base, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
+    with policy.autocast(autocast_dtype):
+        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
+    if algo == "sft":
+        loss = sft_loss(logprobs, mb.loss_mask, normalizer=plan.trained_tokens)
+        loss_stats = {"tokens": float(mb.loss_mask.sum())}
+    else:
+        normalizer = plan.trained_tokens if grpo.loss_agg == "token" else plan.sequences
+        loss, loss_stats = grpo_loss(
+            logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
+            epsilon=grpo.epsilon, epsilon_high=grpo.epsilon_high, ref_logprobs=ref, beta=grpo.beta,
+            agg=grpo.loss_agg, normalizer=normalizer,
+        )
+        if measure_gap:
+            stats.add_gap(logprobs, mb.old_logprobs, mb.loss_mask)
+    loss.backward()
+    stats.add_loss_stats(loss_stats)
+    stats.micro_batches += 1
+    stats.tokens += mb.trained_tokens
+    stats.input_tokens += mb.num_tokens
+    stats.padded_tokens += mb.padded_tokens
+    return float(loss.detach())
+
+
+@torch.no_grad()
+def _recompute_old_logprobs(
+    policy: Policy,
+    samples: list[Sample],
+    cfg: TrainerConfig,
+    stats: _Stats,
+    autocast_dtype: torch.dtype | None,
+    max_length: int | None,
+) -> list[Sample]:
+    """Replace each sample's old_logprobs by the trainer's own (no grad), logging the engine gap."""
+    plan = pack_micro_batches(samples, cfg.micro_batch_tokens, pad_token_id=policy.tokenizer.pad_token_id or 0,
+                              max_length=max_length)
+    new = list(samples)
+    for mb in plan.micro_batches:
+        mb = mb.to(policy.device)
+        with policy.autocast(autocast_dtype):
+            lp = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
+        stats.add_gap(lp, mb.old_logprobs, mb.loss_mask)
+        for row, i in enumerate(mb.indices):
+            length = len(samples[i].input_ids)
+            values = lp[row].float().cpu().tolist()
+            values = values[:length] + [0.0] * (length - len(values))  # truncated rows keep their length
+            new[i] = replace(samples[i], old_logprobs=values)
+    return new
+
+
+def _count_plan(stats: _Stats, plan: BatchPlan, idx: list[int]) -> None:
+    stats.truncated.update(idx[i] for i in plan.truncated)
+    stats.oversize.update(idx[i] for i in plan.oversize)
+    stats.empty.update(idx[i] for i in plan.empty)
+
+
+def _summary(stats: _Stats, lr: float, elapsed: float) -> dict[str, float]:
+    out: dict[str, float] = {
+        "loss": sum(stats.losses) / len(stats.losses) if stats.losses else 0.0,
+        "grad_norm": sum(stats.grad_norms) / len(stats.grad_norms) if stats.grad_norms else 0.0,
+        "grad_norm_max": max(stats.grad_norms, default=0.0),
+        "lr": lr,
+        "updates": float(len(stats.losses)),
+        "micro_batches": float(stats.micro_batches),
+        "tokens": float(stats.tokens),
+        "input_tokens": float(stats.input_tokens),
+        "padded_tokens": float(stats.padded_tokens),
+        "tokens_per_s": stats.input_tokens / elapsed if elapsed > 0 else 0.0,
+        "time_s": elapsed,
+        "truncated": float(len(stats.truncated)),
+        "oversize": float(len(stats.oversize)),
+        "empty": float(len(stats.empty)),
+    }
+    for key, value in stats.weighted.items():
+        out[key] = value if key == "ratio_max" else value / max(stats.stat_tokens, 1.0)
+    if stats.gap_tokens:
+        out["logprob_gap"] = stats.gap_sum / stats.gap_tokens
+        out["logprob_gap_max"] = stats.gap_max
+    return out
