@@ -53,6 +53,12 @@ class ModelConfig(_Section):
         "auto", description="Weights dtype. auto: bfloat16 on CUDA, float32 on CPU."
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto picks CUDA when available.")
+    autocast: Literal["auto", "off", "bfloat16"] = Field(
+        "auto",
+        description="Run training and generation forward passes under torch.autocast. auto: bfloat16 for "
+        "float32 weights of models over 50M parameters on a CPU with native bf16 (AVX-512 BF16 / AMX), "
+        "where it measured 1.6x faster with the loss within 1e-3; otherwise off.",
+    )
     lora: LoraConfig = Field(default_factory=LoraConfig, description="LoRA adapter settings.")
 
 

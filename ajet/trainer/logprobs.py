@@ -38,19 +38,54 @@ def _targets(loss_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return wanted.nonzero(as_tuple=True)
 
 
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """Length of the token prefix every row of a right-padded batch shares. (B, T) -> int"""
+    if input_ids.shape[0] < 2:
+        return 0
+    shortest = int(attention_mask.sum(dim=1).min())
+    same = (input_ids[:, :shortest] == input_ids[:1, :shortest]).all(dim=0)  # (shortest,)
+    differs = (~same).nonzero()
+    return int(differs[0]) if differs.numel() else shortest
+
+
+def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   min_shared_prefix: int) -> torch.Tensor:
+    """Last hidden states (B, T, H). When the rows share a prefix of at least `min_shared_prefix`
+    tokens (the system prompt and tools of an agent; the prompt of a GRPO group), the prefix is run
+    once and its KV cache broadcast to every row; gradients from all rows flow back into that one
+    pass, so the result and its gradient equal the plain computation."""
+    shared = shared_prefix_length(input_ids, attention_mask) if min_shared_prefix > 0 else 0
+    if min_shared_prefix <= 0 or shared < min_shared_prefix or shared >= input_ids.shape[1]:
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+    rows = input_ids.shape[0]
+    prefix = decoder(input_ids=input_ids[:1, :shared], use_cache=True)
+    cache = prefix.past_key_values
+    for layer in cache.layers:  # (1, heads, P, d) -> (B, heads, P, d), a view: no copy
+        layer.keys = layer.keys.expand(rows, -1, -1, -1)
+        layer.values = layer.values.expand(rows, -1, -1, -1)
+    positions = torch.arange(shared, input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand(rows, -1)
+    rest = decoder(input_ids=input_ids[:, shared:], attention_mask=attention_mask, position_ids=positions,
+                   past_key_values=cache, use_cache=True)
+    head = prefix.last_hidden_state.expand(rows, -1, -1)  # (B, P, H)
+    return torch.cat([head, rest.last_hidden_state], dim=1)  # (B, T, H)
+
+
 def token_logprobs(
     model: nn.Module,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     loss_mask: torch.Tensor,
+    *,
+    min_shared_prefix: int = 64,
 ) -> torch.Tensor:
     """log p(input_ids[b, t] | input_ids[b, :t]) at trained positions, 0.0 elsewhere. (B, T) float32.
 
     input_ids, attention_mask, loss_mask: (B, T), right-padded. Differentiable w.r.t. the model.
+    min_shared_prefix: run a prefix all rows share only once when it is at least this long (0: never).
     """
     decoder, head, softcap = _decoder_and_head(model)
-    out = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-    hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]  # (B, T, H)
+    hidden = _hidden_states(decoder, input_ids, attention_mask, min_shared_prefix)  # (B, T, H)
     rows, cols = _targets(loss_mask)  # (N,), (N,)
     h = hidden[rows, cols - 1]  # (N, H): the state at t-1 predicts the token at t
     logits = head(h).float()  # (N, V), float32 for a stable log-softmax under bf16

@@ -129,6 +129,18 @@ def cpu_has_fast_bf16() -> bool:
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
+def resolve_autocast(model_cfg: ModelConfig, device: torch.device, dtype: torch.dtype,
+                     num_params: int) -> Literal["bfloat16"] | None:
+    """`model.autocast` made concrete for this model and machine (see its description)."""
+    if model_cfg.autocast == "bfloat16":
+        return "bfloat16"
+    if model_cfg.autocast == "off" or dtype != torch.float32:
+        return None
+    if device.type == "cpu" and cpu_has_fast_bf16() and num_params > 50_000_000:
+        return "bfloat16"
+    return None
+
+
 def read_chat_template(value: str | None) -> str | None:
     """`model.chat_template` is inline Jinja or a path to a file holding it."""
     if value is None:
@@ -147,14 +159,15 @@ def load_policy(
     for_training: bool = True,
     reference: bool = False,
     gradient_checkpointing: bool = False,
-    autocast: Literal["bfloat16", "float16"] | None = None,
+    autocast: Literal["bfloat16", "float16", "config"] | None = "config",
 ) -> Policy:
     """Load the model named by `model_cfg` as a trainable (or, with for_training=False, frozen) policy.
 
     reference: under full fine-tuning, also keep a frozen copy of the base weights for the KL / DPO
     reference (ignored under LoRA, where disabling the adapters gives the base for free).
     gradient_checkpointing: recompute activations in backward to save memory (slower).
-    autocast: run the trainer's forward/backward under torch.autocast to this dtype, weights staying
+    autocast: run the trainer's forward/backward under torch.autocast to this dtype ("config": as
+    `model_cfg.autocast` resolves, see `resolve_autocast`), weights staying
     as loaded (float32 master weights). On a CPU with native bf16 (`cpu_has_fast_bf16()`) this made a
     SmolLM2 LoRA step ~1.6x faster with the loss within 1e-3 relative; on tiny models it is slower.
     """
@@ -169,6 +182,8 @@ def load_policy(
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot load model {model_cfg.path!r} from {path!r}: {exc}") from exc
     model.to(device)
+    if autocast == "config":
+        autocast = resolve_autocast(model_cfg, device, dtype, sum(p.numel() for p in model.parameters()))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token  # right padding is masked out; any id will do
     chat_template = read_chat_template(model_cfg.chat_template)
