@@ -285,11 +285,19 @@ class GatewayServer:
     """Runs a gateway app with uvicorn inside the current event loop, on 127.0.0.1 and a free port."""
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+        import contextlib
+
         import uvicorn
+
+        class EmbeddedServer(uvicorn.Server):
+            # uvicorn would take over SIGINT/SIGTERM and only stop serving; the process that embeds
+            # the gateway (a training run) must stay stoppable by Ctrl-C and `kill`.
+            def capture_signals(self):
+                return contextlib.nullcontext()
 
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                                 lifespan="off", timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
+        self._server = EmbeddedServer(config)
         self._task: asyncio.Task | None = None
         self.host = host
         self.port = port

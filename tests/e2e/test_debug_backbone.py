@@ -135,3 +135,20 @@ def test_export_merge_loads_with_transformers_and_ajet_serves_it(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "export-True")
     assert model.config.num_hidden_layers == 2
     assert (tmp_path / "export-True" / "tokenizer.json").is_file()
+
+
+def test_sigterm_and_sigint_stop_a_training_run(tmp_path):
+    """The in-process gateway must not swallow signals: a run stops when told to."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        out = tmp_path / sig.name
+        proc = _ajet(["--conf", str(TOOL_YAML), *FAST, "algorithm=grpo", "trainer.steps=50", f"output_dir={out}"])
+        deadline = time.time() + 120
+        while not (out / "episodes.jsonl").exists() and time.time() < deadline:  # a rollout is under way
+            time.sleep(0.1)
+        os.kill(proc.pid, sig)
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"{sig.name} did not stop the run")
+        assert proc.returncode != 0
