@@ -33,6 +33,7 @@ class Tuner:
         self._default_agent = default_agent
         self._external = external or {}  # agent -> (base_url, model, api_key) for untrained agents
         self._timeout_s = timeout_s
+        self._clients: list[openai.AsyncOpenAI | openai.OpenAI] = []
         self.max_turns = max_turns
 
     @property
@@ -63,14 +64,29 @@ class Tuner:
         base_url, api_key = self._endpoint(agent or self._default_agent)
         kwargs.setdefault("timeout", self._timeout_s)
         kwargs.setdefault("max_retries", 0)
-        return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, **kwargs)
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, **kwargs)
+        self._clients.append(client)
+        return client
 
     def sync_openai_client(self, agent: str | None = None, **kwargs: Any) -> openai.OpenAI:
         """A blocking `openai.OpenAI`, for agent code that is not async (run it in a thread)."""
         base_url, api_key = self._endpoint(agent or self._default_agent)
         kwargs.setdefault("timeout", self._timeout_s)
         kwargs.setdefault("max_retries", 0)
-        return openai.OpenAI(base_url=base_url, api_key=api_key, **kwargs)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, **kwargs)
+        self._clients.append(client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients handed out (the rollout calls this when the episode ends)."""
+        for client in self._clients:
+            try:
+                result = client.close()
+                if hasattr(result, "__await__"):
+                    await result
+            except Exception:  # a client the workflow already closed, or broke: nothing to release
+                pass
+        self._clients.clear()
 
     def _endpoint(self, agent: str) -> tuple[str, str]:
         if agent in self._external:

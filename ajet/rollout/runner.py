@@ -182,6 +182,7 @@ class RolloutRunner:
                 log.debug("episode %s failed:\n%s", result.episode_id, traceback.format_exc())
             finally:
                 self.gateway.close_episode(result.episode_id)
+                await tuner.aclose()
             result.calls = session.tracker.calls
             result.counters = {
                 "tool_call_parse_failures": session.tool_call_parse_failures,
