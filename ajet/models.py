@@ -121,3 +121,15 @@ def _build_tiny(out: Path) -> None:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(base).save_pretrained(out)
+
+
+def read_chat_template(value: str | None) -> str | None:
+    """`model.chat_template` is inline Jinja or a path to a file holding it."""
+    if value is None:
+        return None
+    if "{" not in value and "\n" not in value:  # no Jinja syntax: it names a file
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ModelError(f"model.chat_template {value!r} is neither a Jinja template nor an existing file")
+        return path.read_text(encoding="utf-8")
+    return value

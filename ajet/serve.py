@@ -22,7 +22,6 @@ import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Sequence
 
 from fastapi import APIRouter, FastAPI, Request
@@ -341,10 +340,9 @@ def main(
     engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
                                       model_name=name)
     from ajet.gateway.server import Gateway
+    from ajet.models import read_chat_template
 
-    template = chat_template
-    if template and template.endswith((".jinja", ".j2")) and Path(template).is_file():
-        template = Path(template).read_text(encoding="utf-8")
+    template = read_chat_template(chat_template)
     # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
     chat = Gateway(engine, engine.tokenizer, model_name=name, chat_template=template, require_key=False)
     extra_routers: list[APIRouter] = [chat.router]

@@ -23,7 +23,7 @@ from ajet.rollout.episode import EpisodeResult, EpisodeWriter
 from ajet.rollout.progress import RolloutProgress
 from ajet.samples import Sample
 from ajet.tracker.episode import EpisodeTracker
-from ajet.tracker.merge import MergeMode, MergeStats, build_samples
+from ajet.tracker.merge import MergeMode, MergeStats, build_samples, merge_calls
 from ajet.tuner import Tuner
 from ajet.workflow import Task, Workflow, WorkflowOutput
 
@@ -245,10 +245,8 @@ class RolloutRunner:
                 episode_id=result.episode_id, task_id=result.task.task_id, repeat=result.repeat,
                 mode=settings.merge, decode=self.decode,
             )
-        else:
-            _, result.merge = build_samples(result.calls, reward=0.0, group_id=result.group_id,
-                                            episode_id=result.episode_id, task_id=result.task.task_id,
-                                            mode=settings.merge, decode=self.decode)
+        else:  # no reward, no samples; the merge stats still count its calls
+            result.merge = merge_calls([c for c in result.calls if c.trained], settings.merge, self.decode)[1]
         if self.writer is not None:
             self.writer.write(result, step=step)
         progress.episode_done(result)

@@ -10,6 +10,7 @@ from ajet.engine.base import Engine
 from ajet.errors import ConfigError, PluginError
 from ajet.gateway.server import Gateway, GatewayServer, create_app
 from ajet.judge import build_judge
+from ajet.models import read_chat_template
 from ajet.plugins import load_object
 from ajet.rollout.episode import EpisodeWriter
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
@@ -31,22 +32,9 @@ def load_tokenizer(cfg: AjetConfig, engine: Engine | None = None) -> Any:
     tokenizer = getattr(engine, "tokenizer", None)
     if tokenizer is not None:
         return tokenizer
-    from transformers import AutoTokenizer
+    from ajet.engine.factory import load_tokenizer as model_tokenizer
 
-    from ajet.models import resolve_model_path
-
-    return AutoTokenizer.from_pretrained(resolve_model_path(cfg.model.path))
-
-
-def chat_template_text(cfg: AjetConfig) -> str | None:
-    """`model.chat_template` is inline Jinja, or a path to a .jinja file (relative to the YAML)."""
-    value = cfg.model.chat_template
-    if value and value.endswith((".jinja", ".j2")) and "{" not in value:
-        path = Path(value) if Path(value).is_absolute() else Path(cfg.base_dir) / value
-        if not path.is_file():
-            raise ConfigError(f"ajet.model.chat_template: file {str(path)!r} does not exist")
-        return path.read_text(encoding="utf-8")
-    return value
+    return model_tokenizer(cfg)
 
 
 def settings_for(cfg: AjetConfig, split: str) -> RolloutSettings:
@@ -75,7 +63,7 @@ class RolloutStack:
         self.cfg = cfg
         self.engine = engine
         self.gateway = Gateway(
-            engine, tokenizer, chat_template=chat_template_text(cfg),
+            engine, tokenizer, chat_template=read_chat_template(cfg.model.chat_template),
             max_request_bytes=cfg.gateway.max_request_bytes, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
         )
         self.server = GatewayServer(create_app(self.gateway), cfg.gateway.host, cfg.gateway.port)

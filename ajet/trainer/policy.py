@@ -31,7 +31,7 @@ from torch import nn
 
 from ajet.config.schema import ModelConfig
 from ajet.errors import ModelError
-from ajet.models import resolve_model_path
+from ajet.models import read_chat_template, resolve_model_path
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -139,18 +139,6 @@ def resolve_autocast(model_cfg: ModelConfig, device: torch.device, dtype: torch.
     if device.type == "cpu" and cpu_has_fast_bf16() and num_params > 50_000_000:
         return "bfloat16"
     return None
-
-
-def read_chat_template(value: str | None) -> str | None:
-    """`model.chat_template` is inline Jinja or a path to a file holding it."""
-    if value is None:
-        return None
-    if "{" not in value and "\n" not in value:  # no Jinja syntax: it names a file
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise ModelError(f"model.chat_template {value!r} is neither a Jinja template nor an existing file")
-        return path.read_text(encoding="utf-8")
-    return value
 
 
 def load_policy(

@@ -28,7 +28,7 @@ from ajet.engine.hf import HFEngine
 from ajet.errors import CheckpointError, ConfigError
 from ajet.evaluate import evaluate
 from ajet.gateway.render import ChatRenderer
-from ajet.rollout.stack import RolloutStack, chat_template_text, settings_for
+from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
 from ajet.trainer.optim import build_optimizer, build_scheduler
@@ -60,12 +60,9 @@ class DebugRun:
         _seed_everything(cfg.trainer.seed)  # LoRA's random init must be the same run to run
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
-        template = chat_template_text(cfg)
-        if template:
-            self.policy.tokenizer.chat_template = self.policy.chat_template = template
         self.engine = HFEngine(self.policy.model, self.policy.tokenizer, max_batch_size=cfg.engine.max_batch_size,
                                seed=cfg.engine.seed)
-        self.renderer = ChatRenderer(self.policy.tokenizer, template)
+        self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
         self.steps = [self._stage_steps(name) for name in cfg.stages]
         self.monitor = Monitor(self.run_dir, sum(self.steps))
         self.optimizer = self.scheduler = None
