@@ -108,9 +108,9 @@ def _train(argv: list[str]) -> int:
         return 0
     if isinstance(resume, str):
         resume = str(Path(resume).resolve())
-    from ajet.backbone import run
+    from ajet.backbone.registry import run_backbone
 
-    return _exit_code(run(cfg, resume=resume))
+    return _exit_code(run_backbone(cfg, resume=resume))
 
 
 def _eval(argv: list[str]) -> int:

@@ -8,7 +8,8 @@
     ├── EngineError              the inference engine failed to generate
     ├── GatewayError             a gateway request was refused (carries an HTTP status)
     ├── JudgeError               a judge could not score an episode
-    └── CheckpointError          a checkpoint is missing, partial or incompatible
+    ├── CheckpointError          a checkpoint is missing, partial or incompatible
+    └── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)
 
 Messages state the rule, the value seen, and what to do about it.
 """
@@ -57,3 +58,11 @@ class JudgeError(AjetError):
 
 class CheckpointError(AjetError):
     """A checkpoint is missing, partial or does not fit the run."""
+
+
+class BackboneError(AjetError):
+    """A backbone could not run: its managed environment failed to build, or its training subprocess
+    exited non-zero (the message carries the backend's own error text). Exit code 1: the config was
+    valid, the run itself failed."""
+
+    exit_code = 1

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ajet.backbone import run
+from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
 from ajet.evaluate import run_eval
 

@@ -48,8 +48,10 @@ _OVERRIDE_HELP = "overrides look like key=value, +key=value (add a key), ~key (d
 
 
 def available_backbones() -> list[str]:
-    """The backbone names the packaged config group offers (`conf/backbone/<name>.yaml`)."""
-    return sorted(p.stem for p in (PACKAGED_CONF_DIR / "backbone").glob("*.yaml"))
+    """The registered backbone names (`ajet.backbone.registry`, entry-point group `ajet.backbones`)."""
+    from ajet.backbone.registry import names
+
+    return names()
 
 
 def load_config(

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from ajet.config.backbones import LlamaFactoryConfig, SwiftConfig
+
 # Marker metadata the loader looks for: values of these fields are paths relative to the YAML.
 FILE_PATH = "ajet:path"
 PLUGIN_REF = "ajet:plugin"
@@ -199,7 +201,11 @@ class EvalConfig(_Section):
 
 
 class BackboneConfig(_Section):
-    name: Literal["debug", "swift", "llamafactory"] = Field("debug", description="Set with --backbone.")
+    name: str = Field("debug", description="Which backbone trains: a name from the registry (debug, swift, "
+                      "llamafactory, or one a package adds); set with --backbone.")
+    swift: SwiftConfig = Field(default_factory=SwiftConfig, description="Keys of the swift backbone.")
+    llamafactory: LlamaFactoryConfig = Field(default_factory=LlamaFactoryConfig,
+                                             description="Keys of the llamafactory backbone.")
 
 
 class AjetConfig(_Section):

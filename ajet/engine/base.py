@@ -10,6 +10,21 @@ from typing import Any, Literal
 FinishReason = Literal["stop", "length"]
 
 
+@dataclass(frozen=True)
+class GuidedDecoding:
+    """A constraint on what a completion may contain, enforced token by token by the engine.
+
+    kind: 'json_schema' (value: a JSON schema dict; the completion is one JSON value that fits it),
+    'ebnf' (value: a grammar in xgrammar's EBNF dialect, root rule `root`), 'regex' (value: a
+    pattern), or 'structural_tag' (value: an xgrammar structural-tag spec, e.g. tool calls inside
+    `<tool_call>...</tool_call>` with a schema per tool). The engine masks tokens the grammar does not
+    allow; `logprobs` stay those of the unconstrained model (what the trainer recomputes).
+    """
+
+    kind: Literal["json_schema", "ebnf", "regex", "structural_tag"]
+    value: Any
+
+
 @dataclass
 class SamplingParams:
     """How to sample one completion. `temperature == 0` means greedy."""
@@ -20,6 +35,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)  # generation ends after emitting one of these
     stop: list[str] = field(default_factory=list)  # stop strings; the matched text is cut off
     seed: int | None = None
+    guided: GuidedDecoding | None = None  # constrained decoding (tool_choice, response_format)
 
 
 @dataclass

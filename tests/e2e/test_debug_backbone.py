@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ajet.backbone import run
+from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
 
 ROOT = Path(__file__).resolve().parents[2]

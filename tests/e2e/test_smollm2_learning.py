@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ajet.backbone import run
+from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
 from ajet.evaluate import run_eval
 

@@ -55,7 +55,7 @@ def test_cfg_prints_resolved_yaml(conf: Path, tmp_path: Path) -> None:
     data = yaml.safe_load(proc.stdout)["ajet"]
     assert (data["trainer"]["steps"], data["rollout"]["group_size"], data["rollout"]["concurrency"]) == (3, 8, 2)
     assert data["workflow"] == f"{conf.parent}/agent.py:EnergyAgent"
-    assert data["backbone"] == {"name": "debug"}
+    assert data["backbone"]["name"] == "debug"
 
 
 def test_bad_key_exits_2_without_traceback(conf: Path, tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
         return call
 
     modules = {
-        "ajet.backbone": types.SimpleNamespace(run=recorder("run")),
+        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"]),
         "ajet.evaluate": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
         "ajet.serve": types.SimpleNamespace(main=recorder("serve")),
         "ajet.trainer.export": types.SimpleNamespace(export_checkpoint=recorder("export", result=3)),
@@ -223,6 +223,7 @@ def test_ctrl_c_exits_130(conf: Path, monkeypatch, capsys: pytest.CaptureFixture
     def interrupted(cfg, resume):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(sys.modules, "ajet.backbone", types.SimpleNamespace(run=interrupted))
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry",
+                        types.SimpleNamespace(run_backbone=interrupted, names=lambda: ["debug"]))
     assert main(["--conf", str(conf)]) == 130
     assert capsys.readouterr().err.strip() == "error: interrupted"

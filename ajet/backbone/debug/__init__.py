@@ -1,5 +1,10 @@
 """The debug backbone: every algorithm in one process, on a laptop CPU or one GPU."""
 
-from ajet.backbone.debug.run import DebugRun, run
+from ajet.backbone.registry import Backbone
 
-__all__ = ["DebugRun", "run"]
+BACKBONE = Backbone(
+    name="debug",
+    summary="in this process (torch + peft): SFT, GRPO, DPO on CPU or one GPU",
+    algorithms=("sft", "grpo", "dpo"),
+    run="ajet.backbone.debug.run:run",
+)
