@@ -16,47 +16,22 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ajet.engine.base import Engine, SamplingParams
 from ajet.errors import AjetError, GatewayError
+from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import EpisodeSession, KeyRegistry
 from ajet.gateway.render import ChatRenderer
+from ajet.gateway.request import (
+    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, error_response, gone_response, install_error_handlers, openai_error, read_json,
+    until_disconnected,
+)
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import LLMCall
 
 log = logging.getLogger(__name__)
-
-
-class ChatRequest(BaseModel):
-    """The fields of an OpenAI chat request that ajet honours; other fields are accepted and ignored."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str | None = None
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    stop: str | list[str] | None = None
-    n: int | None = Field(None, ge=1)
-    stream: bool = False
-    stream_options: dict[str, Any] | None = None
-    seed: int | None = None
-
-
-_ROLES = {"system", "developer", "user", "assistant", "tool"}
-
-
-def _error(status: int, message: str, code: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status)
 
 
 class Gateway:
@@ -72,6 +47,8 @@ class Gateway:
         max_request_bytes: int = 4_000_000,
         max_prompt_tokens: int = 4096,
         require_key: bool = True,
+        default_max_tokens: int = SERVE_MAX_TOKENS,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -80,6 +57,8 @@ class Gateway:
         self.max_request_bytes = max_request_bytes
         self.max_prompt_tokens = max_prompt_tokens
         self.require_key = require_key  # False for `ajet serve`: any key, nothing recorded
+        self.default_max_tokens = default_max_tokens  # keyless mode: max_tokens of a request naming none
+        self.body_timeout_s = body_timeout_s
         self.keys = KeyRegistry()
         self.requests = 0
         self.router = APIRouter()
@@ -99,32 +78,22 @@ class Gateway:
     async def list_models(self) -> dict[str, Any]:
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet"}]}
 
-    async def chat_completions(self, request: Request):
+    async def chat_completions(self, request: Request) -> Response:
         self.requests += 1
         session, agent, failure = self._authorise(request)
         if failure is not None:
             return failure
-        body, failure = await self._read_json(request)
-        if failure is not None:
-            return failure
         try:
-            chat = ChatRequest.model_validate(body)
-            _check_messages(chat.messages)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            return _error(400, f"invalid request: {where}: {first['msg']}", param=where)
+            body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
+            chat = parse_chat_request(body)
+            result = await until_disconnected(request, self._complete(session, agent, chat))
         except GatewayError as exc:
-            return _error(exc.status, str(exc), exc.code)
-        if (chat.n or 1) != 1:
-            return _error(400, "only n=1 is supported; send n separate requests", param="n")
-        try:
-            result = await self._complete(session, agent, chat)
-        except GatewayError as exc:
-            return _error(exc.status, str(exc), exc.code)
+            return error_response(exc)
+        except ClientGone:
+            return gone_response()
         except AjetError as exc:
             log.warning("engine failed: %s", exc)
-            return _error(503, f"the engine failed: {exc}", code="engine_error")
+            return openai_error(503, f"the engine failed: {exc}", code="engine_error")
         if chat.stream:
             return StreamingResponse(_sse_chunks(result, chat), media_type="text/event-stream")
         return JSONResponse(result)
@@ -137,28 +106,14 @@ class Gateway:
         if found is not None:
             return found[0], found[1], None
         if not self.require_key:
+            # No per-call cap beyond the model's context (the engine cuts there); a default that does
+            # not let a request without max_tokens generate to the context limit.
+            cap = getattr(self.engine, "max_positions", None) or 1 << 20
             session = EpisodeSession(episode_id="serve", tracker=EpisodeTracker("serve"), record=False,
-                                     max_tokens=self.max_prompt_tokens)
+                                     max_tokens=cap, default_max_tokens=min(self.default_max_tokens, cap))
             return session, "assistant", None
-        return None, "", _error(401, "invalid or finished API key: each episode's key is valid only while "
-                                     "it runs", code="invalid_api_key")  # type: ignore[return-value]
-
-    async def _read_json(self, request: Request) -> tuple[Any, JSONResponse | None]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_request_bytes:
-            return None, _error(413, f"request body is {declared} bytes; the limit is {self.max_request_bytes}",
-                                code="request_too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_request_bytes:
-                return None, _error(413, f"request body exceeds {self.max_request_bytes} bytes",
-                                    code="request_too_large")
-            chunks.append(chunk)
-        try:
-            return json.loads(b"".join(chunks)), None
-        except ValueError as exc:
-            return None, _error(400, f"request body is not valid JSON: {exc}", code="invalid_json")
+        return None, "", openai_error(401, "invalid or finished API key: each episode's key is valid only "
+                                           "while it runs", code="invalid_api_key")  # type: ignore[return-value]
 
     async def _complete(self, session: EpisodeSession, agent: str, chat: ChatRequest) -> dict[str, Any]:
         if session.max_turns is not None and session.calls_of(agent) >= session.max_turns:
@@ -176,10 +131,10 @@ class Gateway:
                 f"{self.max_prompt_tokens}", code="context_length_exceeded")
         sampling = self._sampling(session, chat)
         started = time.perf_counter()
-        generation = await self.engine.generate(prompt.token_ids, sampling)
+        with session.waiting_on_engine():  # this time does not count against the episode's timeout
+            generation = await self.engine.generate(prompt.token_ids, sampling)
         text, ends_with_eos = self._decode(generation.token_ids, sampling.stop)
-        parsed = parse_tool_calls(text, {t.get("function", {}).get("name") for t in tools} if tools else None) \
-            if tools else None
+        parsed = parse_tool_calls(text, tool_names(tools)) if tools else None
         message: dict[str, Any] = {"role": "assistant", "content": text}
         finish = generation.finish_reason
         if parsed is not None:
@@ -214,7 +169,7 @@ class Gateway:
         }
 
     def _sampling(self, session: EpisodeSession, chat: ChatRequest) -> SamplingParams:
-        requested = chat.max_completion_tokens or chat.max_tokens or session.max_tokens
+        requested = chat.max_completion_tokens or chat.max_tokens or session.default_max_tokens or session.max_tokens
         stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
         return SamplingParams(
             max_tokens=min(requested, session.max_tokens),
@@ -238,19 +193,6 @@ class Gateway:
 def _eos_ids(tokenizer: Any) -> set[int]:
     ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     return {i for i in ids if isinstance(i, int)}
-
-
-def _check_messages(messages: list[dict[str, Any]]) -> None:
-    for i, message in enumerate(messages):
-        role = message.get("role")
-        if role not in _ROLES:
-            raise GatewayError(f"messages[{i}].role is {role!r}; expected one of {sorted(_ROLES)}")
-        content = message.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise GatewayError(f"messages[{i}].content must be a string, a list of parts, or null")
-        for j, call in enumerate(message.get("tool_calls") or []):
-            if not isinstance(call, dict) or not isinstance((call.get("function") or {}).get("name"), str):
-                raise GatewayError(f"messages[{i}].tool_calls[{j}] has no function.name")
 
 
 def _sse_chunks(result: dict[str, Any], chat: ChatRequest):
@@ -278,6 +220,7 @@ def _sse_chunks(result: dict[str, Any], chat: ChatRequest):
 def create_app(gateway: Gateway) -> FastAPI:
     app = FastAPI(title="ajet gateway", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(gateway.router)
+    install_error_handlers(app)
     return app
 
 
