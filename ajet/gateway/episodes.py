@@ -1,11 +1,14 @@
 """API keys: one per episode and agent. A key tells the gateway whose call it is; unknown or finished
-keys are refused."""
+keys are refused. The session also keeps the time the episode's calls spent waiting on the engine,
+which the rollout leaves out of the episode's own time (`rollout.episode_timeout_s`)."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ajet.tracker.episode import EpisodeTracker
@@ -19,7 +22,8 @@ class EpisodeSession:
     tracker: EpisodeTracker
     temperature: float = 1.0
     top_p: float = 1.0
-    max_tokens: int = 256  # default and cap of max_tokens per call
+    max_tokens: int = 256  # cap of max_tokens per call, and its default unless default_max_tokens is set
+    default_max_tokens: int | None = None
     max_turns: int | None = None  # per agent
     is_trained: Callable[[str], bool] = lambda agent: True
     record: bool = True
@@ -28,9 +32,31 @@ class EpisodeSession:
     tool_calls_parsed: int = 0
     truncated: int = 0  # completions that hit max_tokens
     keys: dict[str, str] = field(default_factory=dict)  # agent -> key
+    engine_seconds: float = 0.0  # wall time during which at least one call waited on the engine
+    _in_engine: int = 0  # calls waiting on the engine now
+    _engine_since: float = 0.0
 
     def calls_of(self, agent: str) -> int:
         return sum(1 for c in self.tracker.calls if c.agent == agent)
+
+    @contextlib.contextmanager
+    def waiting_on_engine(self) -> Iterator[None]:
+        """Mark a call as waiting on the engine (queued or generating). Overlapping calls of one
+        episode count once: the union of their intervals. The gateway runs on one event loop."""
+        if self._in_engine == 0:
+            self._engine_since = time.perf_counter()
+        self._in_engine += 1
+        try:
+            yield
+        finally:
+            self._in_engine -= 1
+            if self._in_engine == 0:
+                self.engine_seconds += time.perf_counter() - self._engine_since
+
+    def engine_seconds_now(self) -> float:
+        """`engine_seconds`, including a wait still under way."""
+        running = time.perf_counter() - self._engine_since if self._in_engine else 0.0
+        return self.engine_seconds + running
 
 
 class KeyRegistry:
