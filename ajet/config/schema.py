@@ -193,6 +193,13 @@ class TrainerConfig(_Section):
     keep_last: int | None = Field(None, ge=1, description="Keep only the newest N checkpoints (None: all).")
     eval_every: int = Field(0, ge=0, description="Run the val split every N steps (0: never during training).")
     seed: int = Field(0, description="Seed of torch, sampling and data order.")
+    max_nonfinite_updates: int = Field(
+        3, ge=1, description="An optimizer update whose loss or gradient is NaN or inf is skipped (the weights "
+        "stay as they were); this many skipped in a row stop the run with exit code 1.")
+    resume_accept: list[str] = Field(
+        default_factory=list, description="Config keys (or sections, e.g. rollout) that --resume may find "
+        "changed from the checkpoint's config although they change the training, e.g. [trainer.lr]. Keys "
+        "that do not change the training (trainer.steps, output_dir, eval, ...) never need it.")
 
 
 class EvalConfig(_Section):

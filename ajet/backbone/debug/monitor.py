@@ -63,13 +63,30 @@ class Monitor:
         for key, label, fmt in _SHOWN:
             value = metrics.get(key)
             if isinstance(value, (int, float)):
-                parts.append(f"{label} {fmt.format(value)}")
+                parts.append(f"{label} {fmt.format(value)}" + (_why_failed(metrics) if key == "failed" else ""))
         parts.append(f"ETA {remaining / 60:.1f} min")
         console.print(" · ".join(parts))
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+
+
+def _why_failed(metrics: dict[str, Any]) -> str:
+    """' (TimeoutError 2: own time over rollout.episode_timeout_s, 41 s engine wait not counted; ...)'."""
+    kinds = {k.removeprefix("errors/"): v for k, v in metrics.items() if k.startswith("errors/") and v}
+    if metrics.get("judge_failed"):
+        kinds["judge"] = metrics["judge_failed"]
+    if not kinds:
+        return ""
+    parts = []
+    for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        text = f"{kind} {count:.0f}"
+        if kind == "TimeoutError":
+            wait = metrics.get("timed_out_engine_wait_s", 0.0)
+            text += f": own time over rollout.episode_timeout_s, {wait:.0f} s engine wait not counted"
+        parts.append(text)
+    return " (" + "; ".join(parts) + ")"
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
