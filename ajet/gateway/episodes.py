@@ -1,6 +1,7 @@
 """API keys: one per episode and agent. A key tells the gateway whose call it is; unknown or finished
-keys are refused. The session also keeps the time the episode's calls spent waiting on the engine,
-which the rollout leaves out of the episode's own time (`rollout.episode_timeout_s`)."""
+keys are refused. `BusyClock` measures the time LLM calls spend in the gateway (rendered, queued
+for the engine, generated): the rollout leaves the gateway's busy time out of an episode's own time
+(`rollout.episode_timeout_s`), and reports each episode's own calls' time."""
 
 from __future__ import annotations
 
@@ -32,31 +33,36 @@ class EpisodeSession:
     tool_calls_parsed: int = 0
     truncated: int = 0  # completions that hit max_tokens
     keys: dict[str, str] = field(default_factory=dict)  # agent -> key
-    engine_seconds: float = 0.0  # wall time during which at least one call waited on the engine
-    _in_engine: int = 0  # calls waiting on the engine now
-    _engine_since: float = 0.0
+    model_clock: BusyClock = field(default_factory=lambda: BusyClock())  # this episode's calls in the gateway
 
     def calls_of(self, agent: str) -> int:
         return sum(1 for c in self.tracker.calls if c.agent == agent)
 
+
+class BusyClock:
+    """Wall time during which at least one holder is inside (the union of their intervals): the time
+    a gateway, or one episode's calls, spent answering LLM calls. Used from one event loop."""
+
+    def __init__(self) -> None:
+        self._holders = 0
+        self._since = 0.0
+        self._total = 0.0
+
     @contextlib.contextmanager
-    def waiting_on_engine(self) -> Iterator[None]:
-        """Mark a call as waiting on the engine (queued or generating). Overlapping calls of one
-        episode count once: the union of their intervals. The gateway runs on one event loop."""
-        if self._in_engine == 0:
-            self._engine_since = time.perf_counter()
-        self._in_engine += 1
+    def hold(self) -> Iterator[None]:
+        if self._holders == 0:
+            self._since = time.perf_counter()
+        self._holders += 1
         try:
             yield
         finally:
-            self._in_engine -= 1
-            if self._in_engine == 0:
-                self.engine_seconds += time.perf_counter() - self._engine_since
+            self._holders -= 1
+            if self._holders == 0:
+                self._total += time.perf_counter() - self._since
 
-    def engine_seconds_now(self) -> float:
-        """`engine_seconds`, including a wait still under way."""
-        running = time.perf_counter() - self._engine_since if self._in_engine else 0.0
-        return self.engine_seconds + running
+    def seconds(self) -> float:
+        """Busy seconds so far, including a stretch still under way."""
+        return self._total + (time.perf_counter() - self._since if self._holders else 0.0)
 
 
 class KeyRegistry:

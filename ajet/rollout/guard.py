@@ -7,7 +7,7 @@ ordinary, counted failure:
   a cancellation of the caller (Ctrl-C, the run shutting down) still propagates and takes the task down;
 - `sys.exit()` / `SystemExit` -> `UserCodeError` (it would otherwise stop the event loop and the run);
 - the time limit: measured on the code's OWN time, `wall time - paused()`, where `paused` reports the
-  seconds spent waiting for something that is not the code's fault (the engine's queue). On timeout
+  seconds during which the time was not the code's (the model was busy answering calls). On timeout
   the task is cancelled; code that swallows the cancellation is still a timeout, whatever it returns
   later, and is cancelled again every second, then closed (`coroutine.close()`), in the background.
 
@@ -18,11 +18,13 @@ inside the loop: run such work in a thread (`asyncio.to_thread`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 1.0  # how long a cancelled task may take to finish before the episode moves on
 REAP_ATTEMPTS = 3  # cancels of a task that swallows cancellation before its coroutine is closed
@@ -40,7 +42,7 @@ class OwnTimeout(Exception):
     def __init__(self, limit_s: float, own_s: float, paused_s: float, ignored_cancel: bool) -> None:
         self.limit_s, self.own_s, self.paused_s, self.ignored_cancel = limit_s, own_s, paused_s, ignored_cancel
         note = "; it ignored the cancellation" if ignored_cancel else ""
-        super().__init__(f"ran {own_s:.1f} s of its own time (plus {paused_s:.1f} s waiting for the engine, not "
+        super().__init__(f"ran {own_s:.1f} s of its own time (plus {paused_s:.1f} s while the model was busy, not "
                          f"counted), over the limit of {limit_s:g} s{note}")
 
 
@@ -115,8 +117,13 @@ async def _reap(task: asyncio.Task) -> None:
         task.cancel()
     await asyncio.wait({task}, timeout=1.0)
     if not task.done():
-        # GeneratorExit at its await point: `except CancelledError` does not catch it.
-        task.get_coro().close()
+        # GeneratorExit at its await point: `except CancelledError` does not catch it. The closed
+        # coroutine runs no more code; one more cancel wakes its task so that it is marked done.
+        try:
+            task.get_coro().close()
+        except RuntimeError:  # a bare `except:` that ignored GeneratorExit too: nothing more can be done
+            log.warning("a task ignores cancellation and GeneratorExit; it is left running: %r", task)
+        task.cancel()
 
 
 def _forget(task: asyncio.Task) -> None:

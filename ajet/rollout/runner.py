@@ -2,8 +2,10 @@
 
 A failing episode (the workflow raised, cancelled itself, called sys.exit or timed out, after
 `retries` extra attempts) is counted with its error and written to episodes.jsonl; it never stops the
-batch (see `ajet.rollout.guard`). The timeout counts the workflow's own time: while a call of the
-episode waits on the engine, its clock is paused. A judge that raises or returns a non-finite reward
+batch (see `ajet.rollout.guard`). The timeout counts the workflow's own time: while the gateway is
+answering any LLM call (rendering, queued for the engine, generating), the clocks are paused, so a
+slow or saturated engine never fails a healthy episode, and a hung one is caught once the model
+has nothing else to do. A judge that raises or returns a non-finite reward
 is counted too, and its episode gets no reward (and so no samples).
 """
 
@@ -77,8 +79,8 @@ class BatchResult:
             "judge_failed": sum(1 for e in eps if e.judge_error),
             "errors": dict(errors),
             "timed_out": len(timed_out),
-            # what the timed-out episodes waited on the engine (not counted against their timeout)
-            "timed_out_engine_wait_s": _mean([e.counters.get("engine_wait_s", 0.0) for e in timed_out]),
+            # what the timed-out episodes' own calls waited on the model (not counted against their timeout)
+            "timed_out_model_wait_s": _mean([e.counters.get("model_wait_s", 0.0) for e in timed_out]),
             "reward_mean": _mean([e.reward.total for e in scored]),
             "reward_std": _std([e.reward.total for e in scored]),
             "reward_parts": {k: _mean(v) for k, v in sorted(parts.items())},
@@ -195,9 +197,10 @@ class RolloutRunner:
             issue_key = self.gateway.open_episode(session)
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
                           external=self.external_agents)
+            busy_at_start = self.gateway.busy.seconds()
             try:
                 output = await run_guarded(lambda: self.workflow.execute(task, tuner), settings.episode_timeout_s,
-                                           paused=session.engine_seconds_now)
+                                           paused=lambda: self.gateway.busy.seconds() - busy_at_start)
                 if not isinstance(output, WorkflowOutput):
                     raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
                 result.output, result.error = output, None
@@ -217,7 +220,7 @@ class RolloutRunner:
                 "tool_calls_parsed": session.tool_calls_parsed,
                 "truncated": session.truncated,
                 "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
-                "engine_wait_s": round(session.engine_seconds_now(), 3),
+                "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway
             }
             if result.error is None:
                 break
