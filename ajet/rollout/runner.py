@@ -79,8 +79,8 @@ class BatchResult:
             "judge_failed": sum(1 for e in eps if e.judge_error),
             "errors": dict(errors),
             "timed_out": len(timed_out),
-            # what the timed-out episodes' own calls waited on the model (not counted against their timeout)
-            "timed_out_model_wait_s": _mean([e.counters.get("model_wait_s", 0.0) for e in timed_out]),
+            # time the model was busy while the timed-out episodes ran: not counted against their timeout
+            "timed_out_busy_s": _mean([e.counters.get("timeout_busy_s", 0.0) for e in timed_out]),
             "reward_mean": _mean([e.reward.total for e in scored]),
             "reward_std": _std([e.reward.total for e in scored]),
             "reward_parts": {k: _mean(v) for k, v in sorted(parts.items())},
@@ -198,6 +198,7 @@ class RolloutRunner:
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
                           external=self.external_agents)
             busy_at_start = self.gateway.busy.seconds()
+            busy_not_counted = 0.0
             try:
                 output = await run_guarded(lambda: self.workflow.execute(task, tuner), settings.episode_timeout_s,
                                            paused=lambda: self.gateway.busy.seconds() - busy_at_start)
@@ -206,6 +207,7 @@ class RolloutRunner:
                 result.output, result.error = output, None
             except OwnTimeout as exc:
                 result.error = f"TimeoutError: the workflow {exc} (rollout.episode_timeout_s)"
+                busy_not_counted = exc.paused_s
             except UserCodeError as exc:
                 result.error = str(exc)
             except Exception as exc:  # the user's workflow may raise anything: count it, never crash the batch
@@ -221,6 +223,7 @@ class RolloutRunner:
                 "truncated": session.truncated,
                 "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
                 "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway
+                "timeout_busy_s": round(busy_not_counted, 3),  # model-busy time not counted before timing out
             }
             if result.error is None:
                 break

@@ -155,15 +155,16 @@ async def test_time_waiting_on_the_engine_does_not_count_against_the_episode_tim
     hung = by["hung"]
     assert hung.error.startswith("TimeoutError: the workflow ran 3.0 s of its own time (plus ")
     assert "while the model was busy, not counted" in hung.error  # cut at 3 s, not after its 30 s sleep
+    assert hung.counters["timeout_busy_s"] > settings.episode_timeout_s  # the model's busy time, not counted
     assert batch.summary()["timed_out"] == 1
 
 
 def test_the_step_line_says_how_many_timed_out_and_why(tmp_path, capsys):
     monitor = Monitor(tmp_path, total_steps=3, tensorboard=False)
     monitor.log(1, "grpo", {"reward_mean": 0.5, "failed": 3, "judge_failed": 1, "timed_out": 2,
-                            "timed_out_model_wait_s": 41.2, "errors/TimeoutError": 2})
+                            "timed_out_busy_s": 41.2, "errors/TimeoutError": 2})
     line = " ".join(capsys.readouterr().err.split())
-    assert "failed 3 (TimeoutError 2: own time over rollout.episode_timeout_s, 41 s model wait not counted; judge 1)" in line
+    assert "failed 3 (TimeoutError 2: own time over rollout.episode_timeout_s, +41 s of model time not counted; judge 1)" in line
     assert json.loads((tmp_path / "metrics.jsonl").read_text())["timed_out"] == 2
 
 

@@ -73,7 +73,7 @@ class Monitor:
 
 
 def _why_failed(metrics: dict[str, Any]) -> str:
-    """' (TimeoutError 2: own time over rollout.episode_timeout_s, 41 s model wait not counted; ...)'."""
+    """' (TimeoutError 2: own time over rollout.episode_timeout_s, +41 s of model time not counted; ...)'."""
     kinds = {k.removeprefix("errors/"): v for k, v in metrics.items() if k.startswith("errors/") and v}
     if metrics.get("judge_failed"):
         kinds["judge"] = metrics["judge_failed"]
@@ -83,8 +83,8 @@ def _why_failed(metrics: dict[str, Any]) -> str:
     for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
         text = f"{kind} {count:.0f}"
         if kind == "TimeoutError":
-            wait = metrics.get("timed_out_model_wait_s", 0.0)
-            text += f": own time over rollout.episode_timeout_s, {wait:.0f} s model wait not counted"
+            busy = metrics.get("timed_out_busy_s", 0.0)
+            text += f": own time over rollout.episode_timeout_s, +{busy:.0f} s of model time not counted"
         parts.append(text)
     return " (" + "; ".join(parts) + ")"
 

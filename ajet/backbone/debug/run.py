@@ -271,7 +271,7 @@ def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) 
         "reward_mean": summary["reward_mean"], "reward_std": summary["reward_std"],
         "success_rate": summary["success_rate"], "failed": summary["failed"] + summary["judge_failed"],
         "judge_failed": summary["judge_failed"], "timed_out": summary["timed_out"],
-        "timed_out_model_wait_s": summary["timed_out_model_wait_s"],
+        "timed_out_busy_s": summary["timed_out_busy_s"],
         **{f"errors/{k}": v for k, v in summary["errors"].items()},
         "episodes": summary["episodes"], "samples_per_episode": len(batch.samples) / episodes,
         "turns_per_episode": summary["turns_per_episode"], "rollout_tokens_per_s": summary["tokens_per_s"],
