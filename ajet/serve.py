@@ -25,14 +25,15 @@ from typing import Any, Sequence
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
     BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_sampling, error_response, gone_response,
-    install_error_handlers, openai_error, read_json, until_disconnected,
+    install_error_handlers, openai_error, read_json, until_disconnected, validate,
 )
+from ajet.gateway.request import bad_request as _bad
 
 log = logging.getLogger(__name__)
 
@@ -214,18 +215,10 @@ class _Server:
 
 
 def _validate(body: Any) -> CompletionRequest:
-    if not isinstance(body, dict):
-        raise _bad(f"request body must be a JSON object, got {type(body).__name__}", None)
-    try:
-        req = CompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        if where.startswith("prompt."):  # a union: pydantic's first branch error would mislead
-            raise _bad("invalid request: prompt must be a string, a list of token ids (integers), or a "
-                       "list of strings or of token-id lists", "prompt") from None
-        raise _bad(f"invalid request: {where}: {first['msg']} (got {str(first.get('input'))[:80]})",
-                   where.split(".")[0]) from None
+    req = validate(CompletionRequest, body, unions={
+        "prompt": "prompt must be a string, a list of token ids (integers), or a list of strings or of "
+                  "token-id lists",
+        "stop": "stop must be a string or a list of strings"})
     for name, neutral in _UNSUPPORTED.items():
         value = getattr(req, name)
         if value not in neutral:
@@ -246,10 +239,6 @@ def _sampling(req: CompletionRequest, index: int) -> SamplingParams:
         stop=[s for s in stops if s],
         seed=None if req.seed is None else req.seed + index,  # n > 1 samples must differ
     )
-
-
-def _bad(message: str, param: str | None) -> GatewayError:
-    return GatewayError(message, status=400, code="invalid_request_error", param=param)
 
 
 def create_serve_app(

@@ -150,7 +150,8 @@ class Heckler(threading.Thread):
         if pick == 0:
             r = http.post("/v1/chat/completions", content=os.urandom(self.rng.randrange(1, 400)), headers=headers)
         elif pick == 1:
-            r = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}, headers=headers)
+            body = {"messages": [{"role": "user", "content": "x"}]}
+            r = http.post("/v1/chat/completions", json=body, headers=headers)
         elif pick == 2:
             r = http.get(self.rng.choice(["/v1/nothing", "/", "/v1/chat/completions", "/docs"]))
         elif pick == 3:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ajet.errors import GatewayError
-from ajet.gateway.request import check_sampling
+from ajet.gateway.request import bad_request as _bad
+from ajet.gateway.request import check_sampling, validate
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CHOICES = ("none", "auto", "required")
@@ -40,14 +40,9 @@ class ChatRequest(BaseModel):
 
 def parse_chat_request(body: Any) -> ChatRequest:
     """Validate a parsed request body; raises GatewayError(400) naming the field at fault."""
-    if not isinstance(body, dict):
-        raise _bad(f"request body must be a JSON object, got {type(body).__name__}", None)
-    try:
-        chat = ChatRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise _bad(f"invalid request: {where}: {first['msg']}", where) from None
+    chat = validate(ChatRequest, body, unions={
+        "stop": "stop must be a string or a list of strings",
+        "tool_choice": "tool_choice must be 'none', 'auto', 'required' or a function object"})
     for i, message in enumerate(chat.messages):
         _check_message(message, f"messages.{i}")
     for i, tool in enumerate(chat.tools or []):
@@ -93,10 +88,9 @@ def _check_message(message: dict[str, Any], where: str) -> None:
         raise _bad(f"{where}.tool_calls must be a list, got {_kind(calls)}", f"{where}.tool_calls")
     for j, call in enumerate(calls):
         at = f"{where}.tool_calls.{j}"
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            raise _bad(f"{at} must be an object with a 'function' object, got {_kind(function if isinstance(call, dict) else call)}",
-                       f"{where}.tool_calls")
+        function = call.get("function") if isinstance(call, dict) else call
+        if not isinstance(call, dict) or not isinstance(function, dict):
+            raise _bad(f"{at} must be an object with a 'function' object, got {_kind(function)}", f"{where}.tool_calls")
         if not isinstance(function.get("name"), str):
             raise _bad(f"{at}.function.name must be a string, got {_kind(function.get('name'))}", f"{where}.tool_calls")
         arguments = function.get("arguments")
@@ -136,6 +130,3 @@ def _check_tool_choice(choice: Any) -> None:
 def _kind(value: Any) -> str:
     return "null" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
 
-
-def _bad(message: str, param: str | None) -> GatewayError:
-    return GatewayError(message, status=400, code="invalid_request_error", param=param)

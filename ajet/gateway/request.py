@@ -4,6 +4,7 @@ cancelled when the client goes away.
 
     read_json(request, max_bytes, timeout_s)   413 over max_bytes, 408 when the body does not arrive
                                                within timeout_s, 400 for bad JSON / too deep / bad Unicode
+    validate(Model, body)                      400 naming the first field the request model refuses
     check_sampling(...)                        400 naming the parameter (seed, temperature, top_p, stop)
     until_disconnected(request, work)          awaits work; cancels it when the client disconnects
     install_error_handlers(app)                404 / 405 / 500 as {"error": {...}} like OpenAI's
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -28,6 +30,7 @@ from ajet.errors import GatewayError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 BODY_TIMEOUT_S = 30.0  # a local client sends a 4 MB body in milliseconds; a stalled one is dropped
 SERVE_MAX_TOKENS = 512  # `ajet serve`: max_tokens of a chat request that names none (not the context limit)
@@ -82,6 +85,23 @@ async def read_json(request: Request, *, max_bytes: int, timeout_s: float = BODY
         raise GatewayError(f"request body is not usable JSON: {exc}", code="invalid_json") from None
 
 
+def validate(model: type[M], body: Any, unions: dict[str, str] | None = None) -> M:
+    """`model.model_validate(body)`, or GatewayError(400) naming the first field at fault. unions:
+    {field: message} for union-typed fields, where pydantic's error about one branch would mislead."""
+    if not isinstance(body, dict):
+        raise bad_request(f"request body must be a JSON object, got {type(body).__name__}", None)
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        field = where.split(".")[0]
+        if where != field and field in (unions or {}):
+            raise bad_request(f"invalid request: {unions[field]}", field) from None  # type: ignore[index]
+        raise bad_request(f"invalid request: {where}: {first['msg']} (got {str(first.get('input'))[:80]})",
+                          where) from None
+
+
 def check_sampling(*, temperature: float | None = None, top_p: float | None = None, seed: int | None = None,
                    stop: str | list[str] | None = None) -> None:
     """Refuse sampling parameters an engine cannot honour (400, naming the parameter). Types and
@@ -89,26 +109,27 @@ def check_sampling(*, temperature: float | None = None, top_p: float | None = No
     would fail, or poison, a batch inside the engine."""
     if temperature is not None:
         if not math.isfinite(temperature) or temperature < 0:
-            raise _bad(f"temperature={temperature!r} must be a finite number >= 0", "temperature")
+            raise bad_request(f"temperature={temperature!r} must be a finite number >= 0", "temperature")
         if 0 < temperature < MIN_TEMPERATURE:
-            raise _bad(f"temperature={temperature!r} is too small to sample with; use 0 for greedy decoding or "
+            raise bad_request(f"temperature={temperature!r} is too small to sample with; use 0 for greedy decoding or "
                        f"a value >= {MIN_TEMPERATURE:g}", "temperature")
         if temperature > MAX_TEMPERATURE:
-            raise _bad(f"temperature={temperature!r} is above the limit of {MAX_TEMPERATURE:g}", "temperature")
+            raise bad_request(f"temperature={temperature!r} is above the limit of {MAX_TEMPERATURE:g}", "temperature")
     if top_p is not None and not (math.isfinite(top_p) and 0 < top_p <= 1):
-        raise _bad(f"top_p={top_p!r} must be in (0, 1]", "top_p")
+        raise bad_request(f"top_p={top_p!r} must be in (0, 1]", "top_p")
     if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
-        raise _bad(f"seed={seed} is outside the 64-bit range [-2**63, 2**63 - 1] a random generator takes",
+        raise bad_request(f"seed={seed} is outside the 64-bit range [-2**63, 2**63 - 1] a random generator takes",
                    "seed")
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     if len(stops) > MAX_STOP_STRINGS:
-        raise _bad(f"stop has {len(stops)} strings; at most {MAX_STOP_STRINGS} are allowed", "stop")
+        raise bad_request(f"stop has {len(stops)} strings; at most {MAX_STOP_STRINGS} are allowed", "stop")
     long = [s for s in stops if len(s) > MAX_STOP_CHARS]
     if long:
-        raise _bad(f"a stop string is {len(long[0])} characters; at most {MAX_STOP_CHARS} are allowed", "stop")
+        raise bad_request(f"a stop string is {len(long[0])} characters; at most {MAX_STOP_CHARS} are allowed", "stop")
 
 
-def _bad(message: str, param: str | None) -> GatewayError:
+def bad_request(message: str, param: str | None) -> GatewayError:
+    """A 400 with OpenAI's `invalid_request_error` code; `param` names the request field at fault."""
     return GatewayError(message, status=400, code="invalid_request_error", param=param)
 
 
