@@ -24,11 +24,11 @@ from ajet.engine.base import Engine, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
-from ajet.gateway.render import ChatRenderer
 from ajet.gateway.request import (
     BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, error_response, gone_response, install_error_handlers,
     openai_error, read_json, until_disconnected,
 )
+from ajet.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import LLMCall
