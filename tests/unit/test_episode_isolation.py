@@ -163,7 +163,8 @@ def test_the_step_line_says_how_many_timed_out_and_why(tmp_path, capsys):
     monitor = Monitor(tmp_path, total_steps=3, tensorboard=False)
     monitor.log(1, "grpo", {"reward_mean": 0.5, "failed": 3, "judge_failed": 1, "timed_out": 2,
                             "timed_out_busy_s": 41.2, "errors/TimeoutError": 2})
-    line = " ".join(capsys.readouterr().err.split())
+    printed = capsys.readouterr()  # a plain line on stdout without a terminal, a rich one on stderr with one
+    line = " ".join((printed.out + printed.err).split())
     assert "failed 3 (TimeoutError 2: own time over rollout.episode_timeout_s, +41 s of model time not counted; judge 1)" in line
     assert json.loads((tmp_path / "metrics.jsonl").read_text())["timed_out"] == 2
 
