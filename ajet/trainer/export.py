@@ -36,7 +36,13 @@ def export_checkpoint(
     """Export `checkpoint` (a step-* folder, or a run folder: its latest) to `out`; returns `out`.
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
+    A checkpoint another backbone wrote (it carries ajet_checkpoint.json) is exported by that backbone.
     """
+    foreign = backbone_checkpoint(checkpoint)
+    if foreign is not None:
+        from ajet.backbone.registry import get  # the backbone that wrote it knows its format
+
+        return get(foreign[0]).call("export", foreign[1], Path(out), merge)
     ckpt = resolve_checkpoint(checkpoint)
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:
@@ -65,6 +71,23 @@ def export_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def backbone_checkpoint(path: str | Path) -> tuple[str, Path] | None:
+    """(backbone, checkpoint folder) for a checkpoint written by a backbone other than debug: the folder
+    carries `ajet_checkpoint.json` naming it, or is a run folder whose `ajet_checkpoint.json` names its
+    newest checkpoint. None: an ajet checkpoint (or not a checkpoint at all)."""
+    record = Path(path) / "ajet_checkpoint.json"
+    if not record.is_file():
+        return None
+    info = json.loads(record.read_text(encoding="utf-8"))
+    if not info.get("backbone") or info["backbone"] == "debug":
+        return None
+    if "checkpoint" in info:  # a run folder's record
+        if not info["checkpoint"]:
+            raise CheckpointError(f"the {info['backbone']} run {str(path)!r} has no finished checkpoint yet")
+        return info["backbone"], Path(info["checkpoint"])
+    return info["backbone"], Path(path)
 
 
 def _copy_files(src: Path, dst: Path) -> None:
