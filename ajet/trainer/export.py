@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ajet.errors import CheckpointError
@@ -48,11 +50,7 @@ def export_checkpoint(
     if dtype is not None and dtype not in _DTYPES:
         raise CheckpointError(f"export dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         if state.get("lora") and merge:
             _merge(ckpt, state, tmp, dtype)
         elif state.get("lora"):
@@ -64,13 +62,25 @@ def export_checkpoint(
             else:
                 _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
+    return out
+
+
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A temp folder next to `out` to write an export into: renamed to `out` when the block ends, removed
+    when it raises, so a failed export leaves nothing. `out` must not exist or be an empty folder."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
         if out.exists():
             out.rmdir()  # empty (checked above)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
 
 
 def backbone_checkpoint(path: str | Path) -> tuple[str, Path] | None:

@@ -65,8 +65,6 @@ class StagePlan:
         """The flags as swift's command line takes them."""
         out: list[str] = []
         for key, value in self.args.items():
-            if value is None:
-                continue
             out.append(f"--{key}")
             if isinstance(value, (list, tuple)):
                 out.extend(_flag(v) for v in value)
@@ -80,6 +78,8 @@ def _flag(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, dict):
         return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # swift parses some of these (lora_alpha, epochs) as int
     return str(value)
 
 
@@ -218,6 +218,7 @@ def _finish(plan: StagePlan, cfg: AjetConfig, stage: str) -> StagePlan:
     if swift.deepspeed:
         plan.args["deepspeed"] = swift.deepspeed
     plan.args.update(_passthrough(cfg, stage))
+    plan.args = {k: v for k, v in plan.args.items() if v is not None}  # None: swift's own default
     return plan
 
 

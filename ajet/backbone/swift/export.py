@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from ajet.backbone.envs import ajet_path_entry
 from ajet.backbone.launch import run_streaming
 from ajet.backbone.swift.env import swift_python
 from ajet.errors import CheckpointError
+from ajet.trainer.export import staged_folder
 
 _MODEL_FILES = (".json", ".safetensors", ".jinja", ".model", ".txt", ".py")
 _TRAINER_STATE = {"trainer_state.json", "args.json", "additional_config.json", "ajet_checkpoint.json"}
@@ -30,11 +30,7 @@ _TRAINER_STATE = {"trainer_state.json", "args.json", "additional_config.json", "
 def export(checkpoint: Path, out: Path, merge: bool) -> Path:
     checkpoint, out = Path(checkpoint), Path(out)
     info = json.loads((checkpoint / "ajet_checkpoint.json").read_text(encoding="utf-8"))
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         if info.get("lora") and merge:
             _merge(checkpoint, info, tmp)
         elif info.get("lora"):
@@ -43,12 +39,6 @@ def export(checkpoint: Path, out: Path, merge: bool) -> Path:
             _copy(Path(info["base_model"]), tmp, lambda p: "token" in p.name or p.suffix == ".jinja")
         else:
             _copy(checkpoint, tmp, lambda p: p.suffix in _MODEL_FILES and p.name not in _TRAINER_STATE)
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

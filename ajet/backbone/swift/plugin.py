@@ -8,8 +8,8 @@ with that run's spec (`ajet_run.json`: the resolved config, the run folder, the 
 - the multi-turn scheduler `ajet_workflow` (`ajet.backbone.swift.scheduler`): one episode of the user's
   workflow per trajectory, returned whole (every LLM turn trained, tool results masked);
 - the reward function `ajet_judge` (`AjetJudge` below): the run's judge scores the batch's episodes
-  (groups together for group judges); failed episodes and judge errors give no reward (NaN), are
-  counted, and train nothing;
+  (groups together for group judges); failed episodes and judge errors are counted, get their group's
+  mean reward (advantage 0) and train nothing;
 
 and patches two functions of swift's GRPO trainer (ms-swift 4.6, pinned in `ajet.backbone.swift.env`):
 `encode_sample` encodes ajet's trajectories as the exact ids and mask the episode recorded (swift
@@ -61,7 +61,7 @@ def install(spec_path: str | Path) -> None:
 class AjetJudge(AsyncORM):
     """`--reward_funcs ajet_judge`: the run's ajet judge on the episodes of the batch."""
 
-    async def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+    async def __call__(self, completions: list[Any], **kwargs: Any) -> list[float]:
         infos = [(r or {}).get("ajet") or {} for r in kwargs.get("rollout_infos") or [{}] * len(completions)]
         groups: dict[str, list[int]] = defaultdict(list)
         for i, prompt_id in enumerate(kwargs.get("prompt_id") or range(len(infos))):
@@ -75,7 +75,21 @@ class AjetJudge(AsyncORM):
         finally:
             await judge.aclose()
         _record(_rl_step(kwargs.get("trainer_state")), infos, rewards, errors, judge.success_threshold)
-        return [r.total if r is not None else None for r in rewards]
+        return _neutral_fill(rewards, list(groups.values()))
+
+
+def _neutral_fill(rewards: list[Reward | None], groups: list[list[int]]) -> list[float]:
+    """Rewards for swift: an episode without one (failed, or its judge raised) gets the mean of its group's
+    scored episodes, so its advantage is 0 and the others' advantages are what they would be without it
+    (swift would count a missing reward as 0 in the group mean)."""
+    out = [r.total if r is not None else 0.0 for r in rewards]
+    for members in groups:
+        scored = [out[i] for i in members if rewards[i] is not None]
+        fill = sum(scored) / len(scored) if scored else 0.0
+        for i in members:
+            if rewards[i] is None:
+                out[i] = fill
+    return out
 
 
 async def _score_group(judge: Any, infos: list[dict], members: list[int], rewards: list, errors: list) -> None:

@@ -139,7 +139,10 @@ class SwiftRun:
         todo = [s for s in cfg.stages if s not in self.record["stages_done"]]
         start = Path(self.record["checkpoint"]) if self.record["checkpoint"] else None
         plans = [self.plan(stage, start) for stage in todo]  # datasets first: bad data fails fast
-        self.check(python, plans)
+        if plans:
+            self.check(python, plans)
+        else:
+            console.print(f"every stage of {self.run_dir} is finished ({', '.join(self.record['stages_done'])})")
         monitor = Monitor(self.run_dir, sum(p.steps // p.updates_per_step for p, _ in plans))
         step = _last_step(self.run_dir / "metrics.jsonl")
         try:

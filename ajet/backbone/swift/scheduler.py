@@ -11,7 +11,8 @@ other non-generated tokens masked). The sample goes back to swift whole: `respon
 
 The judge does not run here: `AjetJudge` (the reward function) scores the episodes of a whole batch,
 so group judges see their groups. A workflow that raises or times out (after `rollout.retries`) is
-counted and returned with every token masked; it never raises into swift's trainer.
+counted and returned as a trajectory that trains nothing (`failed_output`); it never raises into swift's
+trainer.
 """
 
 from __future__ import annotations
@@ -128,17 +129,19 @@ def episode_output(result: Any, request: RolloutInferRequest, stack: RolloutStac
 
 def failed_output(request: RolloutInferRequest, tokenizer: Any, error: str,
                   info: dict[str, Any] | None = None) -> RolloutOutput:
-    """A trajectory that trains nothing: the prompt and an EOS, every token masked."""
+    """A trajectory that trains nothing: the prompt and an EOS. The EOS is its one labelled token
+    (swift sizes its logits window from the first labelled token of each row; a row with none breaks
+    it), and `AjetJudge` gives the episode its group's mean reward, so its advantage is exactly 0."""
     from ajet.gateway.render import ChatRenderer
 
     prompt = ChatRenderer(tokenizer).encode(list(request.messages), None).token_ids
     eos = tokenizer.eos_token_id
-    info = {**(info or {}), "error": error, "input_ids": [*prompt, eos], "loss_mask": [0] * (len(prompt) + 1)}
+    info = {**(info or {}), "error": error, "input_ids": [*prompt, eos], "loss_mask": [0] * len(prompt) + [1]}
     info.setdefault("task", request.data_dict.get(TASK_COLUMN))
     return RolloutOutput(
         response=_response("", [eos], "stop", len(prompt) + 1),
         messages=[*request.messages, {"role": "assistant", "content": ""}],
-        response_token_ids=[[eos]], response_loss_mask=[[0]], rollout_logprobs=[],
+        response_token_ids=[[eos]], response_loss_mask=[[1]], rollout_logprobs=[],
         rollout_infos={"num_turns": 0, "ajet": info})
 
 
