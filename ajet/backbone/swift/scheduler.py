@@ -31,7 +31,6 @@ from swift.rollout.multi_turn import MultiTurnScheduler
 from ajet.backbone.swift.engine import engine_for
 from ajet.config.schema import AjetConfig
 from ajet.judge.base import Judge, Reward
-from ajet.rollout.runner import RolloutRunner
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.workflow import Task
 
