@@ -92,9 +92,11 @@ def _model_folder(model: str, run_dir: Path) -> str:
     path = Path(model)
     foreign = backbone_checkpoint(path)
     if foreign is not None:  # written by another backbone (swift, ...): it merges its own format
+        from ajet.backbone.registry import export_checkpoint as backbone_export
+
         merged = run_dir / f"model-{foreign[0]}-{foreign[1].parent.parent.name}-{foreign[1].name}"
         if not (merged / "config.json").is_file():
-            export_checkpoint(path, merged, merge=True)
+            backbone_export(path, merged, merge=True)
         console.print(f"evaluating {foreign[0]} checkpoint {foreign[1]} (merged into {merged})")
         return str(merged)
     if (path / "checkpoints").is_dir():
@@ -111,9 +113,11 @@ def _model_folder(model: str, run_dir: Path) -> str:
 
 def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
     """The `ajet eval` command: build the engine, evaluate, print, save eval.json."""
+    from ajet.backbone.preflight import check_inputs
     from ajet.config.loader import save_resolved_config
     from ajet.engine.factory import build_engine
 
+    check_inputs(cfg, "eval")  # a bad workflow, judge or val file fails before the model loads
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if model is not None:

@@ -38,13 +38,9 @@ def export_checkpoint(
     """Export `checkpoint` (a step-* folder, or a run folder: its latest) to `out`; returns `out`.
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
-    A checkpoint another backbone wrote (it carries ajet_checkpoint.json) is exported by that backbone.
+    A checkpoint another backbone wrote (`backbone_checkpoint`) is that backbone's to export
+    (`ajet.backbone.registry.export_checkpoint` dispatches).
     """
-    foreign = backbone_checkpoint(checkpoint)
-    if foreign is not None:
-        from ajet.backbone.registry import get  # the backbone that wrote it knows its format
-
-        return get(foreign[0]).call("export", foreign[1], Path(out), merge)
     ckpt = resolve_checkpoint(checkpoint)
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:

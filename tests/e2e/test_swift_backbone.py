@@ -136,7 +136,7 @@ def test_grpo_failures_are_counted_and_judge_rewards_reach_swift(sft_grpo_run) -
 def test_sft_rows_are_encoded_as_the_debug_backbone_renders_them(swift_env: Path, sft_grpo_run, tiny_tokenizer) -> None:
     """swift's dataset loader + `--template ajet` give the very ids and mask of ajet's own SFT samples."""
     from ajet.backbone.envs import ajet_path_entry
-    from ajet.gateway.render import ChatRenderer
+    from ajet.render import ChatRenderer
     from ajet.models import resolve_model_path
     from ajet.trainer.sft_data import load_sft_samples
 
@@ -167,7 +167,7 @@ def test_eval_and_export_of_a_swift_checkpoint(sft_grpo_run, tiny_model_path, tm
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from ajet.trainer.export import export_checkpoint
+    from ajet.backbone.registry import export_checkpoint
 
     run_dir, result = sft_grpo_run
     eval_dir = tmp_path / "eval"

@@ -131,7 +131,7 @@ def failed_output(request: RolloutInferRequest, tokenizer: Any, error: str,
     """A trajectory that trains nothing: the prompt and an EOS. The EOS is its one labelled token
     (swift sizes its logits window from the first labelled token of each row; a row with none breaks
     it), and `AjetJudge` gives the episode its group's mean reward, so its advantage is exactly 0."""
-    from ajet.gateway.render import ChatRenderer
+    from ajet.render import ChatRenderer
 
     prompt = ChatRenderer(tokenizer).encode(list(request.messages), None).token_ids
     eos = tokenizer.eos_token_id

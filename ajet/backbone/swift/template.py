@@ -2,7 +2,7 @@
 
 Runs inside swift's process (imported by the run's plugin file). ajet renders conversations with
 the model's chat template, or with its Hermes tool rewrite when that template cannot show tools
-(`ajet.gateway.render.ChatRenderer`); the gateway renders rollouts and `ajet eval` the same way.
+(`ajet.render.ChatRenderer`); the gateway renders rollouts and `ajet eval` the same way.
 If swift rendered the training rows with its own templates, a model fine-tuned on swift would see
 one prompt format in training and another at rollout and eval time (for SmolLM2, swift's chatml +
 hermes words the tool instructions differently and writes tool results as user turns). So the
@@ -66,7 +66,7 @@ class AjetTemplate(Template):
     def _ajet_renderer(self):
         renderer = getattr(self, "_ajet_renderer_cache", None)
         if renderer is None:
-            from ajet.gateway.render import ChatRenderer
+            from ajet.render import ChatRenderer
 
             path = os.environ.get(CHAT_TEMPLATE_ENV)
             text = Path(path).read_text(encoding="utf-8") if path else None
