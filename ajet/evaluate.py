@@ -87,9 +87,18 @@ def _model_folder(model: str, run_dir: Path) -> str:
     """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
     merged into a model folder first, so any checkpoint can be evaluated directly."""
     from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
-    from ajet.trainer.export import export_checkpoint
+    from ajet.trainer.export import backbone_checkpoint, export_checkpoint
 
     path = Path(model)
+    foreign = backbone_checkpoint(path)
+    if foreign is not None:  # written by another backbone (swift, ...): it merges its own format
+        from ajet.backbone.registry import export_checkpoint as backbone_export
+
+        merged = run_dir / f"model-{foreign[0]}-{foreign[1].parent.parent.name}-{foreign[1].name}"
+        if not (merged / "config.json").is_file():
+            backbone_export(path, merged, merge=True)
+        console.print(f"evaluating {foreign[0]} checkpoint {foreign[1]} (merged into {merged})")
+        return str(merged)
     if (path / "checkpoints").is_dir():
         path = latest_checkpoint(path) or path
     if not (path / "state.json").is_file():

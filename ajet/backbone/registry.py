@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ajet.errors import ConfigError, PluginError
@@ -118,3 +119,15 @@ def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
     backbone.check(cfg)
     check_inputs(cfg, "train")
     return backbone.call("run", cfg, resume)
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, merge: bool = False) -> Path:
+    """`ajet export` / `ajet eval --model`: a checkpoint another backbone wrote (it carries
+    `ajet_checkpoint.json` naming it) is exported by that backbone; any other by ajet's own export."""
+    from ajet.trainer.export import backbone_checkpoint
+    from ajet.trainer.export import export_checkpoint as ajet_export
+
+    foreign = backbone_checkpoint(checkpoint)
+    if foreign is None:
+        return ajet_export(checkpoint, out, merge=merge)
+    return get(foreign[0]).call("export", foreign[1], Path(out), merge)

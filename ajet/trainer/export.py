@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ajet.errors import CheckpointError
@@ -36,17 +38,15 @@ def export_checkpoint(
     """Export `checkpoint` (a step-* folder, or a run folder: its latest) to `out`; returns `out`.
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
+    A checkpoint another backbone wrote (`backbone_checkpoint`) is that backbone's to export
+    (`ajet.backbone.registry.export_checkpoint` dispatches).
     """
     ckpt = resolve_checkpoint(checkpoint)
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:
         raise CheckpointError(f"export dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         if state.get("lora") and merge:
             _merge(ckpt, state, tmp, dtype)
         elif state.get("lora"):
@@ -58,13 +58,42 @@ def export_checkpoint(
             else:
                 _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
+    return out
+
+
+@contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A temp folder next to `out` to write an export into: renamed to `out` when the block ends, removed
+    when it raises, so a failed export leaves nothing. `out` must not exist or be an empty folder."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
         if out.exists():
             out.rmdir()  # empty (checked above)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
+
+
+def backbone_checkpoint(path: str | Path) -> tuple[str, Path] | None:
+    """(backbone, checkpoint folder) for a checkpoint written by a backbone other than debug: the folder
+    carries `ajet_checkpoint.json` naming it, or is a run folder whose `ajet_checkpoint.json` names its
+    newest checkpoint. None: an ajet checkpoint (or not a checkpoint at all)."""
+    record = Path(path) / "ajet_checkpoint.json"
+    if not record.is_file():
+        return None
+    info = json.loads(record.read_text(encoding="utf-8"))
+    if not info.get("backbone") or info["backbone"] == "debug":
+        return None
+    if "checkpoint" in info:  # a run folder's record
+        if not info["checkpoint"]:
+            raise CheckpointError(f"the {info['backbone']} run {str(path)!r} has no finished checkpoint yet")
+        return info["backbone"], Path(info["checkpoint"])
+    return info["backbone"], Path(path)
 
 
 def _copy_files(src: Path, dst: Path) -> None:

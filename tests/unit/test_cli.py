@@ -150,10 +150,10 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
         return call
 
     modules = {
-        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"]),
+        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"],
+                                                        export_checkpoint=recorder("export", result=3)),
         "ajet.evaluate": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
         "ajet.serve": types.SimpleNamespace(main=recorder("serve")),
-        "ajet.trainer.export": types.SimpleNamespace(export_checkpoint=recorder("export", result=3)),
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -228,7 +228,7 @@ def test_ajet_error_from_a_command_exits_2(monkeypatch, capsys: pytest.CaptureFi
     def fail(**kwargs):
         raise CheckpointError("checkpoint 'runs/x' is partial (no trainer_state.json); pick an earlier one")
 
-    monkeypatch.setitem(sys.modules, "ajet.trainer.export", types.SimpleNamespace(export_checkpoint=fail))
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry", types.SimpleNamespace(export_checkpoint=fail))
     assert main(["export", "--checkpoint", "runs/x", "--out", "o"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: checkpoint 'runs/x' is partial (no trainer_state.json); pick an earlier one"
