@@ -4,6 +4,7 @@
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
     ajet serve --model M [--host 127.0.0.1] [--port 8000]
     ajet export --checkpoint PATH --out DIR [--merge]
+    ajet setup BACKBONE [--force] [--python P]
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone`, `ajet.evaluate`, `ajet.serve` and `ajet.trainer.export`, imported only
@@ -21,7 +22,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export")
+COMMANDS = ("train", "eval", "serve", "export", "setup")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -32,6 +33,7 @@ commands:
   ajet eval --conf X.yaml ...      run the val split and report rewards
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter or a merged model
+  ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -158,6 +160,24 @@ def _export(argv: list[str]) -> int:
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
 
+def _setup(argv: list[str]) -> int:
+    from ajet.backbone.registry import get, names
+
+    parser = _parser("setup", "Build (or check) the managed Python environment a backbone runs in; "
+                              "training builds it on first use too.")
+    parser.add_argument("backbone", choices=names(), help="the backbone whose environment to build")
+    parser.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
+    parser.add_argument("--python", metavar="P", help="check your own environment's python instead of building one")
+    args = parser.parse_args(argv)
+    backbone = get(args.backbone)
+    if backbone.setup is None:
+        print(f"the {backbone.name} backbone runs in this environment; nothing to set up")
+        return 0
+    python = backbone.call("setup", python=args.python, force=args.force)
+    print(f"{backbone.name} environment ready: {python}")
+    return 0
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -175,7 +195,7 @@ def _exit_code(result: Any) -> int:
 
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
-    "train": _train, "eval": _eval, "serve": _serve, "export": _export,
+    "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
 }
 
 

@@ -15,9 +15,11 @@ are also known without installed metadata (a source checkout on PYTHONPATH).
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
+from pathlib import Path
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from ajet.config.schema import AjetConfig
 
 GROUP = "ajet.backbones"
+CHECKPOINT_MARKER = "ajet_checkpoint.json"  # in a checkpoint (or run) folder a backbone wrote in its own format
 _BUILT_IN = {
     "debug": "ajet.backbone.debug:BACKBONE",
     "swift": "ajet.backbone.swift:BACKBONE",
@@ -114,3 +117,19 @@ def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
     backbone = get(cfg.backbone.name)
     backbone.check(cfg)
     return backbone.call("run", cfg, resume)
+
+
+def checkpoint_owner(path: str | Path) -> Backbone | None:
+    """The backbone whose `export` reads the checkpoint (or run folder) `path`: the one named by its
+    `ajet_checkpoint.json`; None when there is none (ajet's own checkpoint format)."""
+    marker = Path(path) / CHECKPOINT_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        name = json.loads(marker.read_text(encoding="utf-8"))["backbone"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{marker} does not name its backbone ({exc}); is the checkpoint complete?") from exc
+    owner = get(name)
+    if owner.export is None:
+        raise ConfigError(f"{path} was written by the {name} backbone, which has no export step")
+    return owner
