@@ -55,11 +55,8 @@ SPEC = EnvSpec(
          "omegaconf==2.4.0", "sentencepiece==0.2.1", "protobuf==6.33.0"),
     ),
     after=_DROP_TORCHAUDIO_NATIVE,
-    check=(
-        "import llamafactory.train.tuner, llamafactory.data.template, torchaudio\n"
-        "from llamafactory.extras.env import VERSION\n"
-        f"assert VERSION == {LLAMAFACTORY_VERSION!r}, VERSION\n"
-    ),
+    check=("import llamafactory.train.tuner, llamafactory.data.template, torchaudio; "
+           f"from llamafactory.extras.env import VERSION; assert VERSION == {LLAMAFACTORY_VERSION!r}, VERSION"),
 )
 
 
