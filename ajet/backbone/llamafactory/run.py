@@ -62,7 +62,7 @@ class LlamaFactoryRun:
     def __init__(self, cfg: AjetConfig, resume: bool | str = False) -> None:
         check_config(cfg)
         self.cfg = cfg
-        self.run_dir = Path(cfg.output_dir)
+        self.run_dir = Path(cfg.output_dir).resolve()  # LLaMA-Factory runs in another folder: absolute paths
         if resume:
             self.run_dir = _resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
@@ -233,7 +233,7 @@ def _cuda_available() -> bool:
 def _resume_dir(output_dir: Path, resume: bool | str) -> Path:
     """The run folder to continue: the one given, or the newest llamafactory run beside output_dir."""
     if isinstance(resume, str):
-        path = Path(resume)
+        path = Path(resume).resolve()
         folder = next((p for p in (path, *path.parents) if (p / "llamafactory").is_dir()), None)
         if folder is None:
             raise CheckpointError(f"--resume {resume!r} is not in a llamafactory run folder")
