@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ajet.errors import CheckpointError
@@ -46,23 +47,32 @@ def export_checkpoint(
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:
         raise CheckpointError(f"export dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+
+    def fill(tmp: Path) -> None:
+        if state.get("lora") and merge:
+            _merge(ckpt, state, tmp, dtype)
+        elif state.get("lora"):
+            _copy_files(ckpt / "adapter", tmp)
+            _point_adapter_at_base(tmp / "adapter_config.json", state)
+        elif dtype not in (None, "float32"):
+            _save_full(ckpt, tmp, dtype)
+        else:
+            _copy_files(ckpt / "model", tmp)
+        _copy_files(ckpt / "tokenizer", tmp)
+
+    return write_folder(out, fill)
+
+
+def write_folder(out: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Create folder `out` by `fill(tmp)` into a temp folder beside it, renamed at the end, so a failed
+    export leaves nothing; a non-empty `out` is refused. Returns `out`."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        if state.get("lora") and merge:
-            _merge(ckpt, state, tmp, dtype)
-        elif state.get("lora"):
-            _copy_files(ckpt / "adapter", tmp)
-            _point_adapter_at_base(tmp / "adapter_config.json", state)
-        else:
-            if dtype not in (None, "float32"):
-                _save_full(ckpt, tmp, dtype)
-            else:
-                _copy_files(ckpt / "model", tmp)
-        _copy_files(ckpt / "tokenizer", tmp)
+        fill(tmp)
         if out.exists():
             out.rmdir()  # empty (checked above)
         tmp.rename(out)

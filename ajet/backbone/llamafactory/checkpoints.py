@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -105,24 +104,17 @@ def resolve(path: Path) -> tuple[Path, dict[str, Any]]:
 # ---------------------------------------------------------------------------------------- export
 def export(checkpoint: Path, out: Path, merge: bool = False) -> Path:
     """`ajet export` of a llamafactory checkpoint (see the module docstring); returns `out`."""
+    from ajet.trainer.export import write_folder
+
     ckpt, marker = resolve(checkpoint)
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         if marker["finetuning_type"] == "lora" and merge:
             _merge(ckpt, marker, tmp)
         else:
             _copy(ckpt, tmp, marker)
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return write_folder(out, fill)
 
 
 def _copy(ckpt: Path, dst: Path, marker: dict[str, Any]) -> None:
