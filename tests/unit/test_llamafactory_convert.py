@@ -112,3 +112,17 @@ def test_registry_record_and_conf_file_list_the_real_keys() -> None:
     conf = yaml.safe_load((ROOT / "conf" / "backbone" / "llamafactory.yaml").read_text(encoding="utf-8"))
     assert conf["name"] == "llamafactory"
     assert conf["llamafactory"] == LlamaFactoryConfig().model_dump()
+
+
+def test_setup_command_and_checkpoint_dispatch(tmp_path: Path, capsys) -> None:
+    from ajet.backbone.registry import checkpoint_owner
+    from ajet.cli import main
+
+    assert main(["setup", "debug"]) == 0
+    assert "the debug backbone runs in this environment; nothing to set up" in capsys.readouterr().out
+    assert checkpoint_owner(tmp_path) is None  # no marker: ajet's own checkpoint format
+    (tmp_path / "ajet_checkpoint.json").write_text('{"backbone": "llamafactory", "latest": "checkpoints/sft"}')
+    assert checkpoint_owner(tmp_path) is get("llamafactory")
+    (tmp_path / "ajet_checkpoint.json").write_text('{"backbone": "nope"}')
+    with pytest.raises(ConfigError, match="unknown backbone 'nope'"):
+        checkpoint_owner(tmp_path)

@@ -32,7 +32,7 @@ OWNED: dict[str, str] = {
 # ajet's defaults for keys it does not model; `args` may change them.
 TUNABLE: dict[str, Any] = {
     "gradient_accumulation_steps": 1, "logging_steps": 1, "disable_tqdm": True, "report_to": "none",
-    "overwrite_cache": True, "preprocessing_num_workers": None, "dataloader_num_workers": 0,
+    "overwrite_cache": True, "dataloader_num_workers": 0,
 }
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 

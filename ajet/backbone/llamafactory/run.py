@@ -24,6 +24,7 @@ import ast
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,6 @@ class LlamaFactoryRun:
 
     def _check(self, python: Path, stage: str) -> None:
         """LLaMA-Factory's own parser judges the arguments before the (slow) training starts."""
-        import subprocess
-
         proc = subprocess.run([str(python), str(CHECK_SCRIPT), str(self.work / f"{stage}.yaml")],
                               capture_output=True, text=True, env=backend_env(), cwd=self.work)
         verdict = [line for line in proc.stdout.splitlines() if line.startswith("ajet-check:")]
