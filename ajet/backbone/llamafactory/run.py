@@ -85,6 +85,7 @@ class LlamaFactoryRun:
         adapter: Path | None = None
         done_steps = 0
         prepared: list[tuple[Path, str, dict[str, Any]]] = []
+        restore = _exit_on_sigterm()
         try:
             for stage in self.cfg.stages:
                 out = self.run_dir / "checkpoints" / stage
@@ -100,6 +101,7 @@ class LlamaFactoryRun:
                 checkpoints.mark_run(self.run_dir, out)
                 adapter = out
         finally:
+            restore()
             self.monitor.close()
             for out, stage, args in prepared:  # intermediate checkpoints of a run that died are usable too
                 checkpoints.mark_intermediate(out, stage=stage, base_model=model_path, args=args, python=str(python))
@@ -221,6 +223,19 @@ def environment_python(recorded: str | None = None, own: str | None = None) -> P
     if own is None and recorded and Path(recorded).is_file():
         own = recorded
     return ensure_env(SPEC, python=own, log=lambda line: console.print(line, markup=False, highlight=False))
+
+
+def _exit_on_sigterm():
+    """While training, SIGTERM (CI time-outs, `kill`) exits through Python's unwinding, so the watched
+    LLaMA-Factory process group is stopped too instead of living on as an orphan. Returns the undo."""
+    import signal
+    import sys
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _cuda_available() -> bool:
