@@ -72,10 +72,21 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
     assert args["stage"] == "sft" and args["finetuning_type"] == "lora" and args["lora_rank"] == 4
     assert args["lora_target"] == "all" and args["learning_rate"] == 2e-4 and args["save_steps"] == 3
     assert args["save_total_limit"] == 2 and args["use_cpu"] is True and args["bf16"] is False
-    assert args["per_device_train_batch_size"] == 8 and args["num_train_epochs"] == 3.0
+    # 8 conversations per update as micro-batches of 4096 // 4096 = 1 conversation, accumulated
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (1, 8)
+    assert args["num_train_epochs"] == 3.0
     assert args["tool_format"] == "qwen" and "template" not in args  # None: LLaMA-Factory parses the model's own
     assert args["max_steps"] == 2 and args["logging_steps"] == TUNABLE["logging_steps"]
-    assert set(args) - set(TUNABLE) - {"max_steps", "per_device_train_batch_size"} <= set(OWNED)
+    assert set(args) - set(TUNABLE) - {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps"} \
+        <= set(OWNED)
+    wide = _cfg("trainer.micro_batch_tokens=16384", "backbone.llamafactory.cutoff_len=2048", "sft.batch_size=6")
+    args = stage_args(wide, "sft", model_path="/m", dataset_dir=tmp_path, output_dir=tmp_path / "o", adapter=None,
+                      cuda=False)
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (6, 1)  # 8 fit, 6 asked
+    odd = _cfg("trainer.micro_batch_tokens=12288", "backbone.llamafactory.cutoff_len=2048", "sft.batch_size=8")
+    args = stage_args(odd, "sft", model_path="/m", dataset_dir=tmp_path, output_dir=tmp_path / "o", adapter=None,
+                      cuda=False)
+    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (4, 2)  # 6 fit, 4 divides 8
     dpo = _cfg("algorithm=dpo", "dpo.data=x.jsonl", "model.lora.enabled=false")
     args = stage_args(dpo, "dpo", model_path="/m", dataset_dir=tmp_path, output_dir=tmp_path / "o",
                       adapter=tmp_path / "sft", cuda=True)

@@ -31,7 +31,7 @@ OWNED: dict[str, str] = {
 }
 # ajet's defaults for keys it does not model; `args` may change them.
 TUNABLE: dict[str, Any] = {
-    "gradient_accumulation_steps": 1, "logging_steps": 1, "disable_tqdm": True, "report_to": "none",
+    "logging_steps": 1, "disable_tqdm": True, "report_to": "none",
     "overwrite_cache": True, "dataloader_num_workers": 0,
 }
 _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
@@ -61,6 +61,15 @@ def _lora_target(target: list[str] | str) -> str:
     return "all" if target == "all-linear" else ",".join(target)
 
 
+def _batching(batch_size: int, micro_batch_tokens: int, cutoff_len: int) -> dict[str, int]:
+    """`batch_size` conversations per update, as micro-batches that fit `micro_batch_tokens` at the
+    longest (`cutoff_len`) and divide the batch exactly, accumulated (the update is the same; the
+    peak memory is that of one micro-batch)."""
+    fit = max(1, min(batch_size, micro_batch_tokens // cutoff_len))
+    per_device = max(d for d in range(1, fit + 1) if batch_size % d == 0)
+    return {"per_device_train_batch_size": per_device, "gradient_accumulation_steps": batch_size // per_device}
+
+
 def _precision(cfg: AjetConfig, cuda: bool) -> dict[str, Any]:
     dtype = cfg.model.dtype
     if dtype == "auto":
@@ -79,7 +88,7 @@ def stage_args(cfg: AjetConfig, stage: str, *, model_path: str, dataset_dir: Pat
         "finetuning_type": "lora" if lora.enabled else "full",
         "dataset": f"ajet_{stage}", "dataset_dir": str(dataset_dir), "template": lf.template,
         "tool_format": lf.tool_format, "cutoff_len": lf.cutoff_len, "output_dir": str(output_dir),
-        "per_device_train_batch_size": section.batch_size, "num_train_epochs": section.epochs,
+        **_batching(section.batch_size, trainer.micro_batch_tokens, lf.cutoff_len), "num_train_epochs": section.epochs,
         "learning_rate": section.lr or trainer.lr, "lr_scheduler_type": _SCHEDULES[trainer.lr_schedule],
         "warmup_steps": trainer.warmup_steps, "weight_decay": trainer.weight_decay,
         "max_grad_norm": trainer.grad_clip, "seed": trainer.seed, "use_cpu": not cuda,

@@ -155,9 +155,15 @@ class LlamaFactoryRun:
         log = self.work / f"{stage}.log"
         console.print(f"[bold]llamafactory {stage}[/]: {len(args)} arguments in {self.work / f'{stage}.yaml'}; "
                       f"LLaMA-Factory's output goes to {log}")
-        run_streaming([str(cli), "train", str(self.work / f"{stage}.yaml")], name=f"llamafactory-cli train ({stage})",
-                      log_path=log, on_line=parser.feed, cwd=self.work, env=backend_env(),
-                      idle_timeout_s=self.cfg.backbone.llamafactory.idle_timeout_s)
+        try:
+            run_streaming([str(cli), "train", str(self.work / f"{stage}.yaml")], name=f"llamafactory-cli train ({stage})",
+                          log_path=log, on_line=parser.feed, cwd=self.work, env=backend_env(),
+                          idle_timeout_s=self.cfg.backbone.llamafactory.idle_timeout_s)
+        except BackboneError as exc:
+            if "SIGKILL" not in str(exc):
+                raise
+            raise BackboneError(f"{exc}\nSIGKILL mostly means the kernel's out-of-memory killer: lower "
+                                "trainer.micro_batch_tokens or backbone.llamafactory.cutoff_len") from exc
         if parser.lf_dropped:
             raise BackboneError(f"LLaMA-Factory skipped {parser.lf_dropped} row(s) of the converted {stage} data "
                                 f"that ajet's conversion expected to pass (see 'Skipping this abnormal example' "
