@@ -155,9 +155,9 @@ def _export(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     parser.add_argument("--merge", action="store_true", help="merge the adapter into the base weights")
     args = parser.parse_args(argv)
-    from ajet.trainer.export import export_checkpoint
+    from ajet.backbone.registry import export_any
 
-    return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
+    return _exit_code(export_any(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
 
 def _setup(argv: list[str]) -> int:

@@ -86,7 +86,7 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
 def _model_folder(model: str, run_dir: Path) -> str:
     """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
     merged into a model folder first, so any checkpoint can be evaluated directly."""
-    from ajet.backbone.registry import checkpoint_owner
+    from ajet.backbone.registry import checkpoint_owner, export_any
     from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
     from ajet.trainer.export import export_checkpoint
 
@@ -94,7 +94,7 @@ def _model_folder(model: str, run_dir: Path) -> str:
     if checkpoint_owner(path) is not None:  # a backbone's own format (llamafactory, swift): its export merges
         merged = run_dir / f"model-{path.resolve().name}"
         if not (merged / "config.json").is_file():
-            export_checkpoint(path, merged, merge=True)
+            export_any(path, merged, merge=True)
         console.print(f"evaluating checkpoint {path} (merged into {merged})")
         return str(merged)
     if (path / "checkpoints").is_dir():

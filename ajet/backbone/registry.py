@@ -137,3 +137,14 @@ def checkpoint_owner(path: str | Path) -> Backbone | None:
     if owner.export is None:
         raise ConfigError(f"{path} was written by the {name} backbone, which has no export step")
     return owner
+
+
+def export_any(checkpoint: str | Path, out: str | Path, merge: bool = False) -> Path:
+    """`ajet export`: a checkpoint a backbone wrote in its own format goes to that backbone's export,
+    any other to ajet's own (`ajet.trainer.export`)."""
+    owner = checkpoint_owner(checkpoint)
+    if owner is not None:
+        return owner.call("export", Path(checkpoint), Path(out), merge)
+    from ajet.trainer.export import export_checkpoint
+
+    return export_checkpoint(checkpoint=checkpoint, out=out, merge=merge)

@@ -38,11 +38,6 @@ def export_checkpoint(
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
     """
-    from ajet.backbone.registry import checkpoint_owner  # a backbone's own checkpoint format: its export
-
-    owner = checkpoint_owner(checkpoint)
-    if owner is not None:
-        return owner.call("export", Path(checkpoint), Path(out), merge)
     ckpt = resolve_checkpoint(checkpoint)
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:

@@ -150,7 +150,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
         return call
 
     modules = {
-        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"]),
+        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"],
+                                                        export_any=recorder("export", result=3)),
         "ajet.evaluate": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
         "ajet.serve": types.SimpleNamespace(main=recorder("serve")),
         "ajet.trainer.export": types.SimpleNamespace(export_checkpoint=recorder("export", result=3)),
