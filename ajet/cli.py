@@ -33,7 +33,7 @@ commands:
   ajet eval --conf X.yaml ...      run the val split and report rewards
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter or a merged model
-  ajet setup swift                 build a backbone's managed environment (swift, llamafactory)
+  ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -182,7 +182,7 @@ def _export(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     parser.add_argument("--merge", action="store_true", help="merge the adapter into the base weights")
     args = parser.parse_args(argv)
-    from ajet.backbone.registry import export_checkpoint  # another backbone's checkpoint: its own export
+    from ajet.backbone.registry import export_checkpoint  # a backbone's own format goes to its export
 
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
@@ -190,17 +190,17 @@ def _export(argv: list[str]) -> int:
 def _setup(argv: list[str]) -> int:
     from ajet.backbone.registry import get, names
 
-    parser = _parser("setup", "Build (or check) the managed Python environment of a backbone that needs one; "
+    parser = _parser("setup", "Build (or check) the managed Python environment a backbone runs in; "
                               "training builds it on first use too.")
     parser.add_argument("backbone", choices=names(), help="the backbone whose environment to build")
-    parser.add_argument("--force", action="store_true", help="rebuild it even if it exists")
+    parser.add_argument("--force", action="store_true", help="rebuild it even when it is ready")
     parser.add_argument("--python", metavar="P", help="check your own environment's python instead of building one")
     args = parser.parse_args(argv)
     backbone = get(args.backbone)
     if backbone.setup is None:
-        print(f"the {backbone.name} backbone needs no environment of its own")
+        print(f"the {backbone.name} backbone runs in this environment; nothing to set up")
         return 0
-    python = backbone.call("setup", args.python, args.force)
+    python = backbone.call("setup", python=args.python, force=args.force)
     print(f"{backbone.name} environment ready: {python}")
     return 0
 

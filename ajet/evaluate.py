@@ -86,18 +86,17 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
 def _model_folder(model: str, run_dir: Path) -> str:
     """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
     merged into a model folder first, so any checkpoint can be evaluated directly."""
+    from ajet.backbone.registry import checkpoint_owner, export_checkpoint
     from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
-    from ajet.trainer.export import backbone_checkpoint, export_checkpoint
 
     path = Path(model)
-    foreign = backbone_checkpoint(path)
-    if foreign is not None:  # written by another backbone (swift, ...): it merges its own format
-        from ajet.backbone.registry import export_checkpoint as backbone_export
-
-        merged = run_dir / f"model-{foreign[0]}-{foreign[1].parent.parent.name}-{foreign[1].name}"
+    owner = checkpoint_owner(path)
+    if owner is not None:  # a backbone's own format (llamafactory, swift): its export merges
+        backbone, checkpoint = owner
+        merged = run_dir / f"model-{backbone.name}-{checkpoint.resolve().parent.name}-{checkpoint.resolve().name}"
         if not (merged / "config.json").is_file():
-            backbone_export(path, merged, merge=True)
-        console.print(f"evaluating {foreign[0]} checkpoint {foreign[1]} (merged into {merged})")
+            export_checkpoint(path, merged, merge=True)
+        console.print(f"evaluating {backbone.name} checkpoint {checkpoint} (merged into {merged})")
         return str(merged)
     if (path / "checkpoints").is_dir():
         path = latest_checkpoint(path) or path

@@ -47,11 +47,14 @@ class EnvSpec:
     steps: pip install argument lists, run in order (`("torch==2.13.0",)`, `("ms-swift==4.6.0",
       "msgspec")`, ...): order matters when one step must pin what a later one would pull.
     check: Python code run in the finished environment; it must exit 0 (imports the backend).
+    after: Python code run in the environment after the pip steps and before the check (fix-ups pip
+      cannot express, e.g. dropping a wheel's native libraries that cannot load there); "" for none.
     """
 
     name: str
     steps: tuple[tuple[str, ...], ...]
     check: str
+    after: str = ""
 
     @property
     def key(self) -> str:
@@ -115,6 +118,8 @@ def _build(spec: EnvSpec, folder: Path, say: Callable[[str], None]) -> None:
     for n, step in enumerate(spec.steps, 1):
         say(f"[{n}/{len(spec.steps)}] pip install {' '.join(step)}")
         _run([python, "-m", "pip", "install", *step], folder, say, what=f"pip install {' '.join(step)}")
+    if spec.after:
+        _run([python, "-c", spec.after], folder, say, what=f"finish the {spec.name} environment")
     _check(spec, Path(python), where=f"the new environment {folder}")
     (folder / READY).write_text(json.dumps(asdict(spec), indent=1), encoding="utf-8")
     say(f"{spec.name} environment ready in {time.monotonic() - started:.0f} s")

@@ -15,6 +15,7 @@ are also known without installed metadata (a source checkout on PYTHONPATH).
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import import_module
@@ -22,12 +23,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ajet.errors import ConfigError, PluginError
+from ajet.errors import CheckpointError, ConfigError, PluginError
 
 if TYPE_CHECKING:
     from ajet.config.schema import AjetConfig
 
 GROUP = "ajet.backbones"
+CHECKPOINT_MARKER = "ajet_checkpoint.json"  # in a checkpoint (or run) folder a backbone wrote in its own format
 _BUILT_IN = {
     "debug": "ajet.backbone.debug:BACKBONE",
     "swift": "ajet.backbone.swift:BACKBONE",
@@ -121,13 +123,37 @@ def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
     return backbone.call("run", cfg, resume)
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path, merge: bool = False) -> Path:
-    """`ajet export` / `ajet eval --model`: a checkpoint another backbone wrote (it carries
-    `ajet_checkpoint.json` naming it) is exported by that backbone; any other by ajet's own export."""
-    from ajet.trainer.export import backbone_checkpoint
-    from ajet.trainer.export import export_checkpoint as ajet_export
+def checkpoint_owner(path: str | Path) -> tuple[Backbone, Path] | None:
+    """(backbone, checkpoint folder) for a checkpoint a backbone wrote in its own format: the folder's
+    `ajet_checkpoint.json` names the backbone, or, in a run folder, its newest checkpoint (`latest`,
+    relative to the run folder). None: ajet's own checkpoint format (no marker, or `debug`)."""
+    path = Path(path)
+    marker = path / CHECKPOINT_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        info = json.loads(marker.read_text(encoding="utf-8"))
+        name = info["backbone"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{marker} does not name its backbone ({exc}); is the checkpoint complete?") from exc
+    if name == "debug":
+        return None
+    owner = get(name)
+    if owner.export is None:
+        raise ConfigError(f"{path} was written by the {name} backbone, which has no export step")
+    if "latest" in info:  # a run folder: its newest checkpoint
+        if not info["latest"]:
+            raise CheckpointError(f"the {name} run {str(path)!r} has no finished checkpoint yet")
+        return owner, path / info["latest"]
+    return owner, path
 
-    foreign = backbone_checkpoint(checkpoint)
-    if foreign is None:
-        return ajet_export(checkpoint, out, merge=merge)
-    return get(foreign[0]).call("export", foreign[1], Path(out), merge)
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, merge: bool = False) -> Path:
+    """`ajet export` / `ajet eval --model`: a checkpoint (or run folder) a backbone wrote in its own
+    format goes to that backbone's export, any other to ajet's own (`ajet.trainer.export`)."""
+    owner = checkpoint_owner(checkpoint)
+    if owner is not None:
+        return owner[0].call("export", owner[1], Path(out), merge)
+    from ajet.trainer.export import export_checkpoint as export_own
+
+    return export_own(checkpoint=checkpoint, out=out, merge=merge)

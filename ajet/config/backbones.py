@@ -71,3 +71,13 @@ class SwiftConfig(ManagedEnvConfig):
 
 class LlamaFactoryConfig(ManagedEnvConfig):
     """`ajet.backbone.llamafactory`: LLaMA-Factory's keys that ajet's own do not cover."""
+
+    template: str | None = Field(
+        None, description="LLaMA-Factory chat template name (qwen, llama3, ...); None: parsed from the "
+        "model's own chat template, so training renders turns as the model's tokenizer does.")
+    tool_format: str = Field(
+        "qwen", description="How LLaMA-Factory writes tool specs and calls into prompts; 'qwen' is the Hermes "
+        "<tool_call>{json}</tool_call> form that ajet's gateway parses at rollout, eval and serve time.")
+    cutoff_len: int = Field(4096, ge=16, description="Longest tokenized conversation; longer ones are cut.")
+    idle_timeout_s: float = Field(
+        1800, gt=0, description="Stop LLaMA-Factory (and fail the run) when it prints nothing for this long.")

@@ -38,7 +38,7 @@ def export_checkpoint(
     """Export `checkpoint` (a step-* folder, or a run folder: its latest) to `out`; returns `out`.
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
-    A checkpoint another backbone wrote (`backbone_checkpoint`) is that backbone's to export
+    A checkpoint another backbone wrote in its own format is that backbone's to export
     (`ajet.backbone.registry.export_checkpoint` dispatches).
     """
     ckpt = resolve_checkpoint(checkpoint)
@@ -52,11 +52,10 @@ def export_checkpoint(
         elif state.get("lora"):
             _copy_files(ckpt / "adapter", tmp)
             _point_adapter_at_base(tmp / "adapter_config.json", state)
+        elif dtype not in (None, "float32"):
+            _save_full(ckpt, tmp, dtype)
         else:
-            if dtype not in (None, "float32"):
-                _save_full(ckpt, tmp, dtype)
-            else:
-                _copy_files(ckpt / "model", tmp)
+            _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
     return out
 
@@ -77,23 +76,6 @@ def staged_folder(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def backbone_checkpoint(path: str | Path) -> tuple[str, Path] | None:
-    """(backbone, checkpoint folder) for a checkpoint written by a backbone other than debug: the folder
-    carries `ajet_checkpoint.json` naming it, or is a run folder whose `ajet_checkpoint.json` names its
-    newest checkpoint. None: an ajet checkpoint (or not a checkpoint at all)."""
-    record = Path(path) / "ajet_checkpoint.json"
-    if not record.is_file():
-        return None
-    info = json.loads(record.read_text(encoding="utf-8"))
-    if not info.get("backbone") or info["backbone"] == "debug":
-        return None
-    if "checkpoint" in info:  # a run folder's record
-        if not info["checkpoint"]:
-            raise CheckpointError(f"the {info['backbone']} run {str(path)!r} has no finished checkpoint yet")
-        return info["backbone"], Path(info["checkpoint"])
-    return info["backbone"], Path(path)
 
 
 def _copy_files(src: Path, dst: Path) -> None:

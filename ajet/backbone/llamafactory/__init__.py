@@ -1,10 +1,18 @@
-"""The llamafactory backbone: SFT and DPO by LLaMA-Factory in its own environment (planned)."""
+"""The llamafactory backbone: SFT and DPO by LLaMA-Factory 0.9.5, run in its own managed environment.
+
+ajet converts its SFT and preference data into LLaMA-Factory's ShareGPT format (reporting every row
+it changed or dropped), compiles its config into LLaMA-Factory's arguments, runs
+`llamafactory-cli train` as a subprocess and brings its progress and metrics back. See
+docs/backends/llamafactory.md.
+"""
 
 from ajet.backbone.registry import Backbone
 
 BACKBONE = Backbone(
     name="llamafactory",
-    summary="LLaMA-Factory in a managed environment (not available in this version yet)",
+    summary="LLaMA-Factory 0.9.5 in a managed environment: SFT and DPO with tool data, LoRA or full",
     algorithms=("sft", "dpo"),
-    run="ajet.backbone.unavailable:run",
+    run="ajet.backbone.llamafactory.run:run",
+    setup="ajet.backbone.llamafactory.env:setup",
+    export="ajet.backbone.llamafactory.checkpoints:export",
 )

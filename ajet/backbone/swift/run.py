@@ -50,7 +50,7 @@ class SwiftRun:
         if not resume and record is not None:
             raise CheckpointError(f"{str(self.run_dir)!r} already holds a swift run; add --resume to continue it "
                                   "or set output_dir to a new folder")
-        self.record = record or {"backbone": "swift", "stages_done": [], "checkpoint": None}
+        self.record = record or {"backbone": "swift", "stages_done": [], "latest": None}
         cfg.output_dir = str(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_resolved_config(cfg, self.run_dir)
@@ -137,7 +137,7 @@ class SwiftRun:
         cfg, swift = self.cfg, self.cfg.backbone.swift
         python = swift_python(swift.python, swift.packages, log=lambda line: console.print(line, highlight=False))
         todo = [s for s in cfg.stages if s not in self.record["stages_done"]]
-        start = Path(self.record["checkpoint"]) if self.record["checkpoint"] else None
+        start = self.run_dir / self.record["latest"] if self.record["latest"] else None
         plans = [self.plan(stage, start) for stage in todo]  # datasets first: bad data fails fast
         if plans:
             self.check(python, plans)
@@ -198,7 +198,8 @@ class SwiftRun:
                         "run_dir": str(self.run_dir.resolve())}
                 (folder / RECORD).write_text(json.dumps(info, indent=1), encoding="utf-8")
         self.record["stages_done"].append(plan.stage)
-        self.record["checkpoint"] = str(checkpoint.resolve())
+        # relative, like every backbone's run record: the run folder can be moved
+        self.record["latest"] = str(checkpoint.resolve().relative_to(self.run_dir.resolve()))
         self.record["stage"] = plan.stage
         _write_record(self.run_dir, self.record)
         return checkpoint.resolve()
