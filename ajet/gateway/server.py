@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.engine.base import Engine, SamplingParams
 from ajet.errors import AjetError, GatewayError
+from ajet.gateway.constraints import guided_decoding
 from ajet.gateway.episodes import EpisodeSession, KeyRegistry
 from ajet.gateway.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
@@ -222,6 +223,8 @@ class Gateway:
             top_p=session.top_p if chat.top_p is None else chat.top_p,
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.seed,
+            guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
+                                   (chat.model_extra or {}).get("parallel_tool_calls")),
         )
 
     def _decode(self, token_ids: list[int], stop: list[str]) -> tuple[str, bool]:

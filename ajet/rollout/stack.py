@@ -22,9 +22,11 @@ def load_workflow(cfg: AjetConfig) -> Workflow:
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
         raise PluginError(f"workflow {cfg.workflow!r} is {cls!r}; it must be a subclass of ajet.Workflow")
     try:
-        return cls(**cfg.workflow_args)
+        workflow = cls(**cfg.workflow_args)
     except TypeError as exc:
         raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from exc
+    workflow.base_dir = cfg.base_dir
+    return workflow
 
 
 def load_tokenizer(cfg: AjetConfig, engine: Engine | None = None) -> Any:

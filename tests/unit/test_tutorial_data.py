@@ -20,6 +20,7 @@ from typing import Any
 import fastmcp
 import pytest
 import uvicorn
+import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -28,11 +29,22 @@ from ajet.plugins import load_object
 
 ROOT = Path(__file__).resolve().parents[2] / "tutorial"
 ENERGY, MATH = ROOT / "example_tool_agent", ROOT / "example_math_agent"
-EnergyAgent = load_object(f"{ENERGY / 'agent.py'}:EnergyAgent")  # puts the tutorial folders on sys.path
-MathAgent = load_object(f"{MATH / 'agent.py'}:MathAgent")
+MathAgent = load_object(f"{MATH / 'agent.py'}:MathAgent")  # puts the tutorial folder on sys.path
+sys.path.insert(0, str(ENERGY))
 import math_tools  # noqa: E402
-import mcp_tools  # noqa: E402
 from energy_server import mcp  # noqa: E402
+
+from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
+from ajet.workflows.mcp_agent import McpAgent  # noqa: E402
+
+ENERGY_ARGS = yaml.safe_load((ENERGY / "tool_agent.yaml").read_text())["ajet"]["workflow_args"]
+
+
+def EnergyAgent(**overrides: Any) -> McpAgent:
+    """The tutorial's agent: the built-in mcp_agent workflow with the tutorial YAML's workflow_args."""
+    agent = McpAgent(**{**ENERGY_ARGS, **overrides})
+    agent.base_dir = ENERGY  # what the loader sets: the YAML's folder
+    return agent
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
