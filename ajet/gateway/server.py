@@ -76,7 +76,8 @@ class Gateway:
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
-        self.renderer = ChatRenderer(tokenizer, chat_template)
+        # No tokenizer: a passthrough gateway (ajet.gateway.passthrough) that renders nothing itself.
+        self.renderer = ChatRenderer(tokenizer, chat_template) if tokenizer is not None else None
         self.model_name = model_name
         self.max_request_bytes = max_request_bytes
         self.max_prompt_tokens = max_prompt_tokens
@@ -86,7 +87,7 @@ class Gateway:
         self.router = APIRouter()
         self.router.add_api_route("/v1/models", self.list_models, methods=["GET"])
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
-        self._eos_ids = _eos_ids(tokenizer)
+        self._eos_ids = _eos_ids(tokenizer) if tokenizer is not None else set()
 
     # ------------------------------------------------------------------ episodes
     def open_episode(self, session: EpisodeSession):
