@@ -4,6 +4,7 @@
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
     ajet serve --model M [--host 127.0.0.1] [--port 8000]
     ajet export --checkpoint PATH --out DIR [--merge]
+    ajet generate {tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone`, `ajet.evaluate`, `ajet.serve` and `ajet.trainer.export`, imported only
@@ -21,7 +22,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export")
+COMMANDS = ("train", "eval", "serve", "export", "generate")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -32,6 +33,7 @@ commands:
   ajet eval --conf X.yaml ...      run the val split and report rewards
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter or a merged model
+  ajet generate tasks|demos ...    tasks and teacher demonstrations from an MCP server
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -158,6 +160,12 @@ def _export(argv: list[str]) -> int:
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
 
+def _generate(argv: list[str]) -> int:
+    from ajet.generate.command import main as generate_main
+
+    return generate_main(argv)
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -175,7 +183,7 @@ def _exit_code(result: Any) -> int:
 
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
-    "train": _train, "eval": _eval, "serve": _serve, "export": _export,
+    "train": _train, "eval": _eval, "serve": _serve, "export": _export, "generate": _generate,
 }
 
 

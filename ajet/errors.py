@@ -9,7 +9,8 @@
     ├── GatewayError             a gateway request was refused (carries an HTTP status)
     ├── JudgeError               a judge could not score an episode
     ├── CheckpointError          a checkpoint is missing, partial or incompatible
-    └── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)
+    ├── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)
+    └── GenerateError            `ajet generate` ended with nothing usable (counts of what was dropped, and why)
 
 Messages state the rule, the value seen, and what to do about it.
 """
@@ -64,5 +65,12 @@ class BackboneError(AjetError):
     """A backbone could not run: its managed environment failed to build, or its training subprocess
     exited non-zero (the message carries the backend's own error text). Exit code 1: the config was
     valid, the run itself failed."""
+
+    exit_code = 1
+
+
+class GenerateError(AjetError):
+    """`ajet generate` produced no usable row: every question or episode was dropped (the message
+    counts the reasons). Exit code 1: the config was valid, the generation itself failed."""
 
     exit_code = 1

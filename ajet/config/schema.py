@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ajet.config.backbones import LlamaFactoryConfig, SwiftConfig
+from ajet.config.generate import GenerateConfig
 
 # Marker metadata the loader looks for: values of these fields are paths relative to the YAML.
 FILE_PATH = "ajet:path"
@@ -105,7 +106,7 @@ class TaskReaderConfig(_Section):
 class JudgeConfig(_Section):
     type: PluginRef = Field(
         "exact_match",
-        description="exact_match | math_boxed | function_call | composite | llm_judge, or a plugin "
+        description="exact_match | math_boxed | function_call | composite | llm_judge | grounded, or a plugin "
         "'module:Class' / 'file.py:Class' subclassing ajet.Judge.",
     )
     args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the judge.")
@@ -233,6 +234,8 @@ class AjetConfig(_Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="`ajet eval` settings.")
     backbone: BackboneConfig = Field(default_factory=BackboneConfig, description="Which backbone runs training.")
+    generate: GenerateConfig = Field(default_factory=GenerateConfig, description="`ajet generate`: tasks and "
+                                     "teacher demonstrations from an MCP server.")
     output_dir: str = Field(
         "runs/ajet",
         description="Run folder, relative to the current directory. The packaged config sets it to "
