@@ -155,7 +155,6 @@ class GatewayConfig(_Section):
     host: str = Field("127.0.0.1", description="Interface the gateway binds.")
     port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
     max_request_bytes: int = Field(4_000_000, ge=1024, description="Larger request bodies get HTTP 413.")
-    tool_parser: Literal["hermes"] = Field("hermes", description="How tool calls are parsed from model output.")
 
 
 class GrpoConfig(_Section):
@@ -215,7 +214,6 @@ class BackboneConfig(_Section):
 
 class AjetConfig(_Section):
     project: str = Field("ajet", description="Project name, used in the run folder path.")
-    experiment: str | None = Field(None, description="Optional experiment name shown in reports.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     workflow: PluginRef = Field(description="The workflow class, 'module:Class' or 'file.py:Class'.")
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the workflow.")
