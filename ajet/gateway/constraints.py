@@ -100,7 +100,27 @@ def _functions(tools: list[dict[str, Any]]) -> dict[str, Any]:
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(parameters, dict):
             raise GatewayError(f"tools[{i}].function.parameters must be a JSON schema object")
-        out[name] = parameters
+        out[name] = _closed(parameters)
+    return out
+
+
+def _closed(schema: Any) -> Any:
+    """Objects take only the properties they list unless the schema says otherwise (OpenAI strict mode;
+    MCP specs often drop `additionalProperties: false` to save prompt tokens)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in ("properties", "$defs", "definitions"):  # maps of name -> schema
+        if isinstance(out.get(key), dict):
+            out[key] = {name: _closed(sub) for name, sub in out[key].items()}
+    for key in ("items", "not", "additionalProperties"):  # one schema
+        if isinstance(out.get(key), dict):
+            out[key] = _closed(out[key])
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):  # lists of schemas
+        if isinstance(out.get(key), list):
+            out[key] = [_closed(sub) for sub in out[key]]
+    if isinstance(out.get("properties"), dict):
+        out.setdefault("additionalProperties", False)
     return out
 
 

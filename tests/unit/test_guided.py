@@ -121,6 +121,8 @@ def test_required_accepts_valid_calls_of_every_tool_and_only_those(tiny_tokenize
         "Sure! " + call_text("get_gas_price", {"city": "Boston"}),           # text before the call
         call_text("get_oil_price", {"city": "Boston"}),                      # a tool that was not offered
         call_text("get_gas_price", {"town": "Boston"}),                      # an argument not in the schema
+        call_text("get_gas_price", {"city": "Boston", "unit": "MMBtu"}),     # an extra one (MCP specs omit
+                                                                             # additionalProperties: false)
         call_text("get_production", {"state": "Texas", "year": "2021"}),     # a string where an integer goes
         call_text("get_production", {"state": "Texas"}),                     # a required argument missing
         '<tool_call>\n{"name":"get_gas_price","arguments":{"city":"Boston"}}\n</tool_call>',  # not json.dumps style
