@@ -40,6 +40,7 @@ console = Console()
 WRITER_SYSTEM = "You write realistic questions that users ask an assistant which can use tools."
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z\u00c0-\uffff]+")
+_MAX_IN_FLIGHT = 8  # question-writer requests at once (a local model batches them)
 
 
 @dataclass
@@ -186,31 +187,47 @@ async def generate_tasks(cfg: AjetConfig, n: int, out: Path, *, fresh: bool = Fa
         rng = random.Random(seed + report.resumed)
         writer = endpoint_of(cfg, "question_writer")
         async with open_endpoint(cfg, writer) as engine:
-            while report.kept < needed and report.requests < max_requests:
-                target = plan_targets(names, coverage, opts.multi_tool_share, rng)
-                coverage.update(target)  # count the attempt, so a tool the writer fails on does not block others
-                report.requests += 1
-                try:
-                    questions = await _ask(cfg, engine, tools, target)
-                except (AjetError, ValueError) as exc:
-                    report.dropped["request_failed" if isinstance(exc, AjetError) else "unparseable_reply"] += 1
-                    dropped.write({"tools": target, "reason": "request_failed" if isinstance(exc, AjetError)
-                                   else "unparseable_reply", "error": str(exc)[:500]})
-                    continue
+
+            in_flight = [0]
+
+            async def worker() -> None:
+                while report.kept < needed and report.requests < max_requests:
+                    if report.kept + in_flight[0] * opts.per_request >= needed:
+                        await asyncio.sleep(0.05)  # the requests out there may be enough: wait for them
+                        continue
+                    target = plan_targets(names, coverage, opts.multi_tool_share, rng)
+                    coverage.update(target)  # count the attempt, so a tool the writer fails on does not block others
+                    report.requests += 1
+                    in_flight[0] += 1
+                    try:
+                        questions = await _ask(cfg, engine, tools, target)
+                    except (AjetError, ValueError) as exc:
+                        reason = "request_failed" if isinstance(exc, AjetError) else "unparseable_reply"
+                        report.dropped[reason] += 1
+                        dropped.write({"tools": target, "reason": reason, "error": str(exc)[:500]})
+                        continue
+                    finally:
+                        in_flight[0] -= 1
+                    _file(questions, target, engine.model_name)
+
+            def _file(questions: list[str], target: list[str], model: str) -> None:
+                # No await in here: concurrent workers never interleave between check and write.
                 for question in questions:
                     if report.kept >= needed:
-                        break
+                        return
                     reason = checker.reason_to_drop(question)
                     if reason:
                         report.dropped[reason] += 1
                         dropped.write({"query": question, "tools": target, "reason": reason})
                         continue
                     checker.keep(question)
-                    kept.write(_task_row(question, target, engine.model_name))
+                    kept.write(_task_row(question, target, model))
                     report.kept += 1
                     report.per_tool.update(target)
                 console.print(f"request {report.requests}: {report.kept + report.resumed}/{n} tasks kept, "
                               f"dropped {sum(report.dropped.values())}")
+
+            await asyncio.gather(*(worker() for _ in range(min(cfg.rollout.concurrency, _MAX_IN_FLIGHT))))
     if report.kept + report.resumed == 0:
         raise GenerateError(f"no task was kept after {report.requests} request(s); dropped: "
                             f"{_reasons(report.dropped)}. See {dropped_path(out)} for each question and reason")
