@@ -69,7 +69,9 @@ class GenerateConfig(_Section):
     structured_output: bool = Field(
         True, description="Ask the question writer for JSON with response_format json_schema (turn off for "
         "endpoints that reject it; replies are then parsed leniently).")
-    request_timeout_s: float = Field(120, gt=0, description="Timeout of one request to the question writer or teacher.")
-    max_retries: int = Field(2, ge=0, description="Extra attempts after a timeout, HTTP 429/5xx or connection error.")
+    request_timeout_s: float = Field(120, gt=0, description="Timeout of one request to an endpoint question writer "
+                                     "or teacher (self has none: the local model answers when it is done).")
+    max_retries: int = Field(2, ge=0, description="Extra attempts after an endpoint's timeout, HTTP 429/5xx or "
+                             "connection error.")
     tasks: GenerateTasksConfig = Field(default_factory=GenerateTasksConfig, description="`ajet generate tasks`.")
     demos: GenerateDemosConfig = Field(default_factory=GenerateDemosConfig, description="`ajet generate demos`.")

@@ -41,7 +41,7 @@ class ChatAPIEngine(Engine):
     chat_api = True
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str = "EMPTY",
-                 timeout_s: float = 300.0, max_retries: int = 2) -> None:
+                 timeout_s: float | None = 300.0, max_retries: int = 2) -> None:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"engine.base_url = {base_url!r}: the chat_api engine needs an http(s):// URL "
                               "of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1")
@@ -112,7 +112,7 @@ class ChatAPIEngine(Engine):
             try:
                 response = await self._http().request(method, url, json=payload)
             except httpx.TimeoutException:
-                problems.append(f"no answer within {self.timeout_s:g} s")
+                problems.append(f"no answer within {self.timeout_s:g} s" if self.timeout_s else "timed out")
                 continue
             except httpx.HTTPError as exc:
                 problems.append(f"{type(exc).__name__}: {exc}")

@@ -1,7 +1,7 @@
 """The `ajet generate` command line: `tasks` and `demos`, each with the config options of `ajet`.
 
     ajet generate tasks --conf X.yaml -n 200 --out tasks.jsonl [--teacher self] [key=value ...]
-    ajet generate demos --conf X.yaml --tasks tasks.jsonl --out sft.jsonl [--teacher self]
+    ajet generate demos --conf X.yaml [--tasks tasks.jsonl] --out sft.jsonl [--teacher self]
                         [--format openai|sharegpt] [key=value ...]
 
 `--teacher self` is `generate.teacher=self`: the run's own model (`model.path`) writes the questions
@@ -48,8 +48,8 @@ def main(argv: list[str]) -> int:
         parser.add_argument("--seed", type=int, default=0, help="seed of the tool schedule (default: %(default)s)")
     else:
         parser = _parser("demos", "Run the teacher on each task and keep the episodes that pass the filter as SFT rows.")
-        parser.add_argument("--tasks", metavar="JSONL", required=True, help="tasks file (from `ajet generate tasks` "
-                            "or any jsonl task file)")
+        parser.add_argument("--tasks", metavar="JSONL", help="tasks file (from `ajet generate tasks` or any jsonl "
+                            "task file); default: the train split of the config's task_reader")
         parser.add_argument("--format", choices=["openai", "sharegpt"], help="row format (generate.demos.format)")
     args = parser.parse_intermixed_args(rest)
     overrides = list(args.overrides)
@@ -68,7 +68,8 @@ def main(argv: list[str]) -> int:
     else:
         from ajet.generate.demos import generate_demos
 
-        report = asyncio.run(generate_demos(cfg, Path(args.tasks).resolve(), out, fresh=args.fresh)).to_dict()
+        tasks = Path(args.tasks).resolve() if args.tasks else None
+        report = asyncio.run(generate_demos(cfg, tasks, out, fresh=args.fresh)).to_dict()
     _print(kind, report, out)
     return 0
 

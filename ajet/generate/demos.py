@@ -1,7 +1,8 @@
 """`ajet generate demos`: run the workflow with the teacher as the model and keep the good episodes
 as SFT rows.
 
-The tasks file is read like any jsonl task source. Every task runs `generate.demos.attempts`
+The tasks come from `--tasks FILE` (any jsonl task file), or else from the train split of the
+config's task reader (so the val part of a `split_ratio` stays unseen). Every task runs `generate.demos.attempts`
 episodes through the rollout stack, with the teacher behind the passthrough gateway (a chat
 endpoint, or the run's own model served here for `--teacher self`); the `mcp_agent` workflow gets
 `first_tool_choice` (default 'required' for self). An episode is kept when:
@@ -155,14 +156,16 @@ def _demo_config(cfg: AjetConfig, teacher_is_self: bool) -> AjetConfig:
     return cfg
 
 
-async def generate_demos(cfg: AjetConfig, tasks_path: Path, out: Path, *, fresh: bool = False) -> DemoReport:
-    """Write demonstrations for the tasks in `tasks_path` to `out`; raises GenerateError on none."""
+async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *, fresh: bool = False) -> DemoReport:
+    """Write demonstrations for the tasks in `tasks_path` (None: the train split of the config's task
+    reader, so a split_ratio's val part stays unseen) to `out`; raises GenerateError on none."""
     from ajet.judge.llm_judge import LLMJudge
     from ajet.rollout.stack import RolloutStack, settings_for
     from ajet.task_reader import read_tasks
 
     opts = cfg.generate.demos
-    tasks = read_tasks(TaskReaderConfig(type="jsonl", train=str(tasks_path)), "train", cfg.base_dir).tasks
+    source = cfg.task_reader if tasks_path is None else TaskReaderConfig(type="jsonl", train=str(tasks_path))
+    tasks = read_tasks(source, "train", cfg.base_dir).tasks
     teacher = endpoint_of(cfg, "teacher")
     run_cfg = _demo_config(cfg, teacher == "self")
     report = DemoReport()

@@ -28,19 +28,15 @@ async def open_endpoint(cfg: AjetConfig, who: TeacherConfig | Literal["self"]) -
     """A started ChatAPIEngine for `who`; for self, the model is served here until the block ends."""
     if who == "self":
         async with _serve_self(cfg) as base_url:
-            engine = _chat_engine(cfg, base_url, "policy", "EMPTY")
-            async with engine:
+            # The model answers here when it is done (a busy CPU is slow, not down): no timeout, no retry.
+            async with ChatAPIEngine(base_url, model="policy", timeout_s=None, max_retries=0) as engine:
                 yield engine
         return
     assert isinstance(who, TeacherConfig)
-    engine = _chat_engine(cfg, who.base_url, who.model, who.api_key)
+    engine = ChatAPIEngine(who.base_url, model=who.model, api_key=who.api_key,
+                           timeout_s=cfg.generate.request_timeout_s, max_retries=cfg.generate.max_retries)
     async with engine:
         yield engine
-
-
-def _chat_engine(cfg: AjetConfig, base_url: str, model: str | None, api_key: str) -> ChatAPIEngine:
-    return ChatAPIEngine(base_url, model=model, api_key=api_key, timeout_s=cfg.generate.request_timeout_s,
-                         max_retries=cfg.generate.max_retries)
 
 
 @contextlib.asynccontextmanager

@@ -17,55 +17,42 @@ from ajet.engine.factory import build_engine
 from ajet.errors import ConfigError, EngineError, GatewayError
 from ajet.rollout.stack import RolloutStack, load_tokenizer, settings_for
 from ajet.task_reader import read_tasks
-from tests.unit.fake_openai import ScriptedOpenAI
 
 TOOL_YAML = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
 
 
-@pytest.fixture(scope="module")
-def server():
-    fake = ScriptedOpenAI()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    return server
-
-
-async def test_chat_forwards_the_body_and_names_the_model(fake):
-    fake.script = [{"content": "hi"}]
-    engine = ChatAPIEngine(fake.base_url, api_key="sk-test")
+async def test_chat_forwards_the_body_and_names_the_model(llm):
+    llm.script = [{"content": "hi"}]
+    engine = ChatAPIEngine(llm.base_url, api_key="sk-test")
     async with engine:
         reply = await engine.chat({"messages": [{"role": "user", "content": "hello"}], "temperature": 0.5})
     assert engine.model == engine.model_name == "teacher-model"  # from GET /v1/models
     assert reply["choices"][0]["message"]["content"] == "hi"
-    assert fake.requests[0] == {"messages": [{"role": "user", "content": "hello"}], "temperature": 0.5,
+    assert llm.requests[0] == {"messages": [{"role": "user", "content": "hello"}], "temperature": 0.5,
                                 "model": "teacher-model", "stream": False}
-    assert fake.headers[0]["authorization"] == "Bearer sk-test"
+    assert llm.headers[0]["authorization"] == "Bearer sk-test"
 
 
-async def test_transient_failures_are_retried_and_bad_replies_are_clear_errors(fake):
-    engine = ChatAPIEngine(fake.base_url, model="m", max_retries=1)
+async def test_transient_failures_are_retried_and_bad_replies_are_clear_errors(llm):
+    engine = ChatAPIEngine(llm.base_url, model="m", max_retries=1)
     body = {"messages": [{"role": "user", "content": "x"}]}
     async with engine:
-        fake.script = ["500", {"content": "second try"}]
+        llm.script = ["500", {"content": "second try"}]
         assert (await engine.chat(body))["choices"][0]["message"]["content"] == "second try"
-        fake.script = ["500", "500"]
+        llm.script = ["500", "500"]
         with pytest.raises(EngineError, match=r"failed after 2 attempt\(s\): HTTP 500.*; HTTP 500"):
             await engine.chat(body)
-        fake.script = ["garbage"]
+        llm.script = ["garbage"]
         with pytest.raises(EngineError, match="with a body that is not JSON: '<html>this is not JSON</html>'"):
             await engine.chat(body)
-        fake.script = ["400"]
+        llm.script = ["400"]
         with pytest.raises(GatewayError, match=r"refused the request \(HTTP 400\): prompt too long") as info:
             await engine.chat(body)
         assert info.value.status == 400
-    slow = ChatAPIEngine(fake.base_url, model="m", timeout_s=0.3, max_retries=0)
-    fake.script = [{"sleep": 1.0, "content": "late"}]
+    slow = ChatAPIEngine(llm.base_url, model="m", timeout_s=0.3, max_retries=0)
+    llm.script = [{"sleep": 1.0, "content": "late"}]
     async with slow:
         with pytest.raises(EngineError, match="no answer within 0.3 s"):
             await slow.chat(body)
@@ -95,9 +82,9 @@ def _energy_reply(request: dict) -> dict:
     return {"content": "", "tool_calls": [("get_pipeline_flow", json.dumps({"pipeline": "Northern Natural"}))]}
 
 
-async def test_rollout_through_the_passthrough_gateway_scores_and_records_no_tokens(fake, tmp_path):
-    fake.respond = _energy_reply
-    cfg = load_config(TOOL_YAML, ["engine.type=chat_api", f"engine.base_url={fake.base_url}", "eval.limit=1",
+async def test_rollout_through_the_passthrough_gateway_scores_and_records_no_tokens(llm, tmp_path):
+    llm.respond = _energy_reply
+    cfg = load_config(TOOL_YAML, ["engine.type=chat_api", f"engine.base_url={llm.base_url}", "eval.limit=1",
                                   f"output_dir={tmp_path}"])
     engine = build_engine(cfg)
     tasks = read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks[:1]  # the Northern Natural flow question
@@ -108,23 +95,23 @@ async def test_rollout_through_the_passthrough_gateway_scores_and_records_no_tok
     assert episode.output.tool_calls[0]["result"]["flow_mmcf_per_day"] == 5100
     assert len(episode.calls) == 2 and not episode.samples and all(not c.trained for c in episode.calls)
     assert episode.counters["tool_calls_parsed"] == 1
-    first = fake.requests[0]
+    first = llm.requests[0]
     assert first["model"] == "teacher-model" and len(first["tools"]) == 8 and first["tool_choice"] == "auto"
     assert first["max_tokens"] == 128 and first["temperature"] == 0.0  # rollout caps, val greedy
     line = json.loads((tmp_path / "episodes.jsonl").read_text().splitlines()[0])
     assert line["messages"][-1]["content"] == "The answer is 5100." and line["llm_calls"][0]["completion_ids"] == []
 
 
-def test_ajet_eval_against_a_chat_endpoint_and_training_is_refused(fake, tmp_path):
-    fake.respond = _energy_reply
+def test_ajet_eval_against_a_chat_endpoint_and_training_is_refused(llm, tmp_path):
+    llm.respond = _energy_reply
     run = subprocess.run([sys.executable, "-m", "ajet.cli", "eval", "--conf", str(TOOL_YAML), "engine.type=chat_api",
-                          f"engine.base_url={fake.base_url}", "eval.limit=2", f"output_dir={tmp_path}"],
+                          f"engine.base_url={llm.base_url}", "eval.limit=2", f"output_dir={tmp_path}"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads((tmp_path / "eval.json").read_text())
     assert report["model"] == "teacher-model" and report["episodes"] == 2 and report["failed"] == 0
     assert "ajet eval · energy · teacher-model" in run.stdout
     train = subprocess.run([sys.executable, "-m", "ajet.cli", "--conf", str(TOOL_YAML), "engine.type=chat_api",
-                            f"engine.base_url={fake.base_url}", f"output_dir={tmp_path}/train"],
+                            f"engine.base_url={llm.base_url}", f"output_dir={tmp_path}/train"],
                            capture_output=True, text=True, timeout=120)
     assert train.returncode == 2 and "cannot be trained" in train.stderr

@@ -33,22 +33,10 @@ TOPICS = {"get_gas_price": "the gas price in {c}", "compare_prices": "gas prices
           "convert_units": "{n} MMBtu expressed in kWh", "convert_price": "a price of {n} USD per MMBtu per therm"}
 
 
-@pytest.fixture(scope="module")
-def server():
-    fake = ScriptedOpenAI()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
-@pytest.fixture
-def fake(server):
-    server.reset()
-    return server
-
-
-def config(fake: ScriptedOpenAI, *overrides: str):
-    return load_config(TOOL_YAML, [f"generate.teacher={{base_url: '{fake.base_url}'}}", *overrides])
+def config(llm: ScriptedOpenAI, *overrides: str):
+    return load_config(TOOL_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}", *overrides])
 
 
 def writer(request: dict) -> dict:
@@ -64,11 +52,11 @@ def writer(request: dict) -> dict:
     return {"content": json.dumps({"questions": [f"Could you tell me {q} please, right now?" for q in questions]})}
 
 
-async def test_tasks_spread_over_every_tool_are_deduplicated_and_resumed(fake, tmp_path):
+async def test_tasks_spread_over_every_tool_are_deduplicated_and_resumed(llm, tmp_path):
     writer.seen = []
-    fake.respond = writer
+    llm.respond = writer
     out = tmp_path / "tasks.jsonl"
-    cfg = config(fake, "generate.tasks.per_request=3", "generate.tasks.multi_tool_share=0",
+    cfg = config(llm, "generate.tasks.per_request=3", "generate.tasks.multi_tool_share=0",
                  "generate.tasks.similarity=0.99")  # the scripted questions differ in one word
     report = await generate_tasks(cfg, 24, out)
     rows = read_rows(out)
@@ -76,7 +64,7 @@ async def test_tasks_spread_over_every_tool_are_deduplicated_and_resumed(fake, t
     assert set(writer.seen[:8]) == set(TOPICS)  # the first 8 requests cover all 8 tools
     assert {tuple(r["metadata"]["tools"]) for r in rows} >= {(t,) for t in TOPICS}
     assert all(r["task_id"].startswith("gen-") and r["metadata"]["source"] == "generated" for r in rows)
-    first = fake.requests[0]
+    first = llm.requests[0]
     assert first["response_format"]["type"] == "json_schema" and first["model"] == "teacher-model"
     assert "get_gas_price(city: string (e.g. Boston))" in first["messages"][-1]["content"]
     # Resume: the 24 rows stay as they are and 4 more are added; nothing is repeated.
@@ -85,27 +73,27 @@ async def test_tasks_spread_over_every_tool_are_deduplicated_and_resumed(fake, t
     assert len({r["query"] for r in read_rows(out)}) == 28
 
 
-async def test_bad_replies_are_counted_and_an_empty_result_is_a_clear_error(fake, tmp_path):
+async def test_bad_replies_are_counted_and_an_empty_result_is_a_clear_error(llm, tmp_path):
     replies = iter(["garbage", "500", "500", "500", {"content": "I cannot help with that."},
                     {"content": json.dumps({"questions": ["Use get_gas_price for Boston please now",
                                                           "Price?", "What is the gas price in Boston today?",
                                                           "What is the gas price in Boston today??"]})}])
-    fake.respond = lambda request: next(replies)
+    llm.respond = lambda request: next(replies)
     out = tmp_path / "tasks.jsonl"
-    cfg = config(fake, "generate.max_retries=0", "generate.tasks.max_requests=6", "generate.tasks.per_request=4")
+    cfg = config(llm, "generate.max_retries=0", "generate.tasks.max_requests=6", "generate.tasks.per_request=4")
     report = await generate_tasks(cfg, 10, out)
     assert report.kept == 1 and report.requests == 6
     assert dict(report.dropped) == {"request_failed": 4, "unparseable_reply": 1, "names_a_tool": 1,
                                     "too_short": 1, "duplicate": 1}
     dropped = read_rows(out.with_name("tasks.jsonl.dropped.jsonl"))
     assert len(dropped) == 8 and {d["reason"] for d in dropped} >= {"names_a_tool", "request_failed"}
-    fake.respond = lambda request: {"content": json.dumps({"questions": ["Price?", "get_gas_price Boston now ok"]})}
+    llm.respond = lambda request: {"content": json.dumps({"questions": ["Price?", "get_gas_price Boston now ok"]})}
     with pytest.raises(GenerateError, match=r"no task was kept after 2 request\(s\); dropped: too_short 2, names_a_tool 2"):
-        await generate_tasks(config(fake, "generate.tasks.max_requests=2"), 5, tmp_path / "none.jsonl")
+        await generate_tasks(config(llm, "generate.tasks.max_requests=2"), 5, tmp_path / "none.jsonl")
 
 
-async def test_a_server_that_does_not_start_is_a_clear_error(fake, tmp_path):
-    cfg = config(fake, "workflow_args.server='python no_such_server.py'")
+async def test_a_server_that_does_not_start_is_a_clear_error(llm, tmp_path):
+    cfg = config(llm, "workflow_args.server='python no_such_server.py'")
     with pytest.raises(ConfigError, match="did not start or answer"):
         await generate_tasks(cfg, 3, tmp_path / "t.jsonl")
 
@@ -144,18 +132,18 @@ def write_tasks(path: Path, queries: list[str]) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
-async def test_demos_keep_grounded_episodes_drop_the_rest_and_resume(fake, tmp_path, fmt, tiny_tokenizer):
-    fake.respond = teacher
+async def test_demos_keep_grounded_episodes_drop_the_rest_and_resume(llm, tmp_path, fmt, tiny_tokenizer):
+    llm.respond = teacher
     tasks = tmp_path / "tasks.jsonl"
     write_tasks(tasks, ["What is the gas price in Boston?", "Gas price in Denver, wrong answer please?",
                         "What does gas cost in Atlantis?", "How much is gas in Seattle?"])
     out = tmp_path / "sft.jsonl"
-    report = await generate_demos(config(fake, f"generate.demos.format={fmt}"), tasks, out)
+    report = await generate_demos(config(llm, f"generate.demos.format={fmt}"), tasks, out)
     assert report.kept == 2 and report.episodes == 4
     assert dict(report.dropped) == {"ungrounded": 1, "tool_error": 1}
     rows = read_rows(out)
     assert [r["task_id"] for r in sorted(rows, key=lambda r: r["task_id"])] == ["t0", "t3"]
-    assert fake.requests[0]["tool_choice"] == "auto"  # a hosted teacher is not forced to call
+    assert llm.requests[0]["tool_choice"] == "auto"  # a hosted teacher is not forced to call
     reasons = {d["task_id"]: d["reason"] for d in read_rows(out.with_name("sft.jsonl.dropped.jsonl"))}
     assert reasons["t1"] == "ungrounded: the answer states 9.99, which no tool returned"
     assert reasons["t2"].startswith("tool_error: tool call 'get_gas_price' failed: unknown city 'Atlantis'")
@@ -171,49 +159,49 @@ async def test_demos_keep_grounded_episodes_drop_the_rest_and_resume(fake, tmp_p
     samples, load = load_sft_samples(out, ChatRenderer(tiny_tokenizer))
     assert len(samples) == 2 and not load.skipped and all(sum(s.loss_mask) > 0 for s in samples)
     # Resume: every task is in one of the two files, so nothing runs again.
-    fake.reset()
-    again = await generate_demos(config(fake, f"generate.demos.format={fmt}"), tasks, out)
-    assert again.skipped_done == 4 and again.episodes == 0 and not fake.requests and len(read_rows(out)) == 2
+    llm.reset()
+    again = await generate_demos(config(llm, f"generate.demos.format={fmt}"), tasks, out)
+    assert again.skipped_done == 4 and again.episodes == 0 and not llm.requests and len(read_rows(out)) == 2
 
 
-async def test_demos_with_reference_answers_use_the_runs_judge(fake, tmp_path):
+async def test_demos_with_reference_answers_use_the_runs_judge(llm, tmp_path):
     """The tutorial's hand-made val tasks carry expected calls and numbers: the composite judge decides."""
-    fake.respond = lambda request: (
+    llm.respond = lambda request: (
         {"content": "", "tool_calls": [("get_pipeline_flow", '{"pipeline": "Northern Natural"}')]}
         if request["messages"][-1]["role"] == "user" else {"content": "It flows 5100 MMcf per day."})
     val = [json.loads(line) for line in (TOOL_YAML.parent / "val.jsonl").read_text().splitlines()[:2]]
     (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in val))
-    report = await generate_demos(config(fake), tmp_path / "val.jsonl", tmp_path / "sft.jsonl")
+    report = await generate_demos(config(llm), tmp_path / "val.jsonl", tmp_path / "sft.jsonl")
     assert report.kept == 1 and dict(report.dropped) == {"judge_failed": 1}  # task 2 asks something else
 
 
-async def test_teacher_failures_are_counted_episodes_and_nothing_is_lost(fake, tmp_path):
+async def test_teacher_failures_are_counted_episodes_and_nothing_is_lost(llm, tmp_path):
     answers = iter([{"content": "", "tool_calls": [("get_gas_price", '{"city": "Boston"}')]},
                     {"content": "It is 4.15 USD."}, "garbage", "garbage"])
-    fake.respond = lambda request: next(answers)
+    llm.respond = lambda request: next(answers)
     write_tasks(tmp_path / "tasks.jsonl", ["What is the gas price in Boston?", "And in Denver?"])
-    cfg = config(fake, "generate.max_retries=0", "rollout.retries=0", "rollout.concurrency=1")
+    cfg = config(llm, "generate.max_retries=0", "rollout.retries=0", "rollout.concurrency=1")
     report = await generate_demos(cfg, tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl")
     assert report.kept == 1 and dict(report.dropped) == {"episode_failed": 1}
     dropped = read_rows(tmp_path / "sft.jsonl.dropped.jsonl")
     assert "not a chat completion" in dropped[0]["reason"] or "not JSON" in dropped[0]["reason"]
-    fake.respond = lambda request: "garbage"
+    llm.respond = lambda request: "garbage"
     write_tasks(tmp_path / "more.jsonl", ["What is the gas price in Houston?"])
     with pytest.raises(GenerateError, match=r"no demonstration was kept from 1 episode\(s\); dropped: episode_failed 1"):
         await generate_demos(cfg, tmp_path / "more.jsonl", tmp_path / "none.jsonl")
 
 
-def test_cli_generate_tasks(fake, tmp_path):
+def test_cli_generate_tasks(llm, tmp_path):
     writer.seen = []
-    fake.respond = writer
+    llm.respond = writer
     run = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "tasks", "--conf", str(TOOL_YAML), "-n", "6",
-                          "--out", str(tmp_path / "tasks.jsonl"), f"generate.teacher={{base_url: '{fake.base_url}'}}"],
+                          "--out", str(tmp_path / "tasks.jsonl"), f"generate.teacher={{base_url: '{llm.base_url}'}}"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert len(read_rows(tmp_path / "tasks.jsonl")) == 6 and '"kept": 6' in run.stdout
-    bad = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "demos", "--conf", str(TOOL_YAML),
-                          "--out", str(tmp_path / "x.jsonl")], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "--tasks" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "demos", "--conf", str(TOOL_YAML)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--out" in bad.stderr
 
 
 # ------------------------------------------------------------------ the grounded judge
@@ -243,3 +231,21 @@ async def test_grounded_judge(answer, calls, feedback):
         assert reward.total == 1.0 and reward.parts == {"grounded": 1.0}
     else:
         assert reward.total == 0.0 and reward.feedback.startswith(feedback)
+
+
+def test_dotenv_beside_the_yaml_fills_env_interpolations(tmp_path, monkeypatch):
+    monkeypatch.delenv("AJET_TEST_TEACHER_KEY", raising=False)
+    monkeypatch.delenv("AJET_TEST_OTHER", raising=False)
+    monkeypatch.setenv("AJET_TEST_OTHER", "from-the-environment")
+    (tmp_path / ".env").write_text('AJET_TEST_TEACHER_KEY="sk-from-dotenv"\nAJET_TEST_OTHER=from-the-file\n')
+    (tmp_path / "x.yaml").write_text(
+        "ajet:\n  workflow: ajet.workflows.mcp_agent:McpAgent\n  generate:\n    teacher:\n"
+        "      base_url: http://127.0.0.1:9/v1\n      api_key: ${oc.env:AJET_TEST_TEACHER_KEY}\n"
+        "    question_writer: {base_url: 'http://127.0.0.1:9/v1', api_key: '${oc.env:AJET_TEST_OTHER}'}\n")
+    cfg = load_config(tmp_path / "x.yaml")
+    assert cfg.generate.teacher.api_key == "sk-from-dotenv"
+    assert cfg.generate.question_writer.api_key == "from-the-environment"  # the environment wins over .env
+    (tmp_path / ".env").unlink()
+    monkeypatch.delenv("AJET_TEST_TEACHER_KEY")
+    with pytest.raises(ConfigError, match="AJET_TEST_TEACHER_KEY"):
+        load_config(tmp_path / "x.yaml")

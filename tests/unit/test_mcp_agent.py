@@ -23,18 +23,6 @@ SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 ENERGY = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent" / "energy_server.py"
 
 
-@pytest.fixture(scope="module")
-def server():
-    fake = ScriptedOpenAI()
-    fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def llm(server):
-    server.reset()
-    return server
 
 
 def agent(**kwargs) -> McpAgent:
@@ -50,13 +38,13 @@ def tuner(llm: ScriptedOpenAI, max_turns: int | None = 6) -> Tuner:
 async def test_tool_errors_and_hangs_go_back_to_the_model(llm):
     llm.script = [
         {"content": "", "tool_calls": [("add", '{"a": 2, "b": 3}'), ("explode", '{"reason": "x"}')]},
-        {"content": "", "tool_calls": [("hang", '{"seconds": 30}')]},
+        {"content": "", "tool_calls": [("hang", '{"seconds": 300}')]},
         {"content": "2 + 3 = 5."},
     ]
     started = time.monotonic()
     out = await agent(server="flaky_server.py", tool_timeout_s=0.5, first_tool_choice="required").execute(
         Task(task_id="t", query="add 2 and 3"), tuner(llm))
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 120  # the hanging call was cut at 0.5 s, not waited for (300 s)
     assert out.tool_calls[0] == {"name": "add", "arguments": {"a": 2, "b": 3}, "result": 5}
     assert "boom: x" in out.tool_calls[1]["error"]
     assert out.tool_calls[2]["error"] == "tool 'hang' did not answer within 0.5 s"

@@ -205,18 +205,6 @@ def test_run_calculator_reports_bad_arguments():
 # ---------------------------------------------------------------------------- agents over HTTP
 
 
-@pytest.fixture(scope="module")
-def fake_llm():
-    server = ScriptedOpenAI()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def llm(fake_llm):
-    fake_llm.reset()
-    return fake_llm
 
 
 def tuner_for(server: ScriptedOpenAI, max_turns: int | None = 4) -> Tuner:
