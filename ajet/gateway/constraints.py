@@ -14,6 +14,7 @@ engine then enforces token by token (`ajet.engine.guided`):
                                 S (with tools and "auto": either calls, or such a reply)
     response_format {"type": "json_object"}   the reply is a JSON object
     response_format {"type": "text"}          no constraint
+    guided_regex R              (vLLM's extension) the reply matches the regular expression R
 
 Calls are written in the Hermes format the gateway parses (`ajet.gateway.tool_parser`) and the
 renderer shows to the model: `<tool_call>\\n{"name": "N", "arguments": {...}}\\n</tool_call>`.
@@ -45,8 +46,14 @@ def guided_decoding(
     tool_choice: str | dict[str, Any] | None,
     response_format: dict[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
+    guided_regex: str | None = None,
 ) -> GuidedDecoding | None:
-    """The constraint a chat request asks for, or None when it asks for none."""
+    """The constraint a chat request asks for, or None when it asks for none. `guided_regex` is
+    vLLM's extension field: the reply matches the pattern (it wins over tools and response_format)."""
+    if guided_regex is not None:
+        if not isinstance(guided_regex, str) or not guided_regex:
+            raise GatewayError("guided_regex must be a non-empty regular expression string")
+        return _checked(GuidedDecoding("regex", guided_regex))
     choice = _tool_choice(tool_choice, tools)
     text_schema = _response_schema(response_format)
     if not tools or choice == "none":

@@ -225,7 +225,8 @@ class Gateway:
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.seed,
             guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
-                                   (chat.model_extra or {}).get("parallel_tool_calls")),
+                                   (chat.model_extra or {}).get("parallel_tool_calls"),
+                                   (chat.model_extra or {}).get("guided_regex")),
         )
 
     def _decode(self, token_ids: list[int], stop: list[str]) -> tuple[str, bool]:

@@ -91,6 +91,11 @@ def questions_schema(k: int) -> dict[str, Any]:
         "items": {"type": "string", "minLength": 8, "maxLength": 300}}}}
 
 
+def numbered_questions_regex(k: int) -> str:
+    """1 to k lines "N. <a question of 20-200 characters ending in '?'>" (no JSON, no markup)."""
+    return rf"(\d{{1,2}}\. [A-Z][^\n{{}}\[\]<>]{{18,200}}\?\n){{1,{k}}}"
+
+
 def parse_questions(text: str) -> list[str]:
     """Questions from a reply: {"questions": [...]}, a JSON list (of strings or {"question": ...}),
     possibly inside ```json fences or prose; else lines ending in '?'. Raises ValueError on none."""
@@ -200,7 +205,7 @@ async def generate_tasks(cfg: AjetConfig, n: int, out: Path, *, fresh: bool = Fa
                     report.requests += 1
                     in_flight[0] += 1
                     try:
-                        questions = await _ask(cfg, engine, tools, target)
+                        questions = await _ask(cfg, engine, tools, target, writer == "self")
                     except (AjetError, ValueError) as exc:
                         reason = "request_failed" if isinstance(exc, AjetError) else "unparseable_reply"
                         report.dropped[reason] += 1
@@ -234,14 +239,19 @@ async def generate_tasks(cfg: AjetConfig, n: int, out: Path, *, fresh: bool = Fa
     return report
 
 
-async def _ask(cfg: AjetConfig, engine: Any, tools: list[dict], target: list[str]) -> list[str]:
+async def _ask(cfg: AjetConfig, engine: Any, tools: list[dict], target: list[str], self_served: bool) -> list[str]:
     opts = cfg.generate.tasks
     body: dict[str, Any] = {
         "messages": [{"role": "system", "content": WRITER_SYSTEM},
                      {"role": "user", "content": writer_prompt(tools, target, opts.per_request, opts.guidance)}],
         "temperature": opts.temperature, "max_tokens": opts.max_tokens,
     }
-    if cfg.generate.structured_output:
+    if cfg.generate.structured_output and self_served:
+        # A small local model writes better questions as a plain numbered list than inside JSON strings.
+        body["messages"][-1]["content"] = body["messages"][-1]["content"].replace(
+            ' Reply with only a JSON object: {"questions": ["...", "..."]}', " Reply with a numbered list, one question per line.")
+        body["guided_regex"] = numbered_questions_regex(opts.per_request)
+    elif cfg.generate.structured_output:
         body["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "questions", "schema": questions_schema(opts.per_request)}}
     reply = await engine.chat(body)
