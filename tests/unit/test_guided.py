@@ -206,6 +206,19 @@ def test_mask_keeps_allowed_logits_and_pads_the_tail(tiny_tokenizer, energy_tool
     assert torch.equal(row[kept], before[kept]) and not kept[V:].any() and 0 < int(kept.sum()) < 100
 
 
+def test_guided_regex_extension_for_numbered_questions(tiny_tokenizer, energy_tools):
+    from ajet.generate.tasks import numbered_questions_regex
+
+    spec = guided_decoding(energy_tools, "auto", guided_regex=numbered_questions_regex(2))
+    assert spec.kind == "regex"  # vLLM's guided_regex wins over tools
+    ok = "1. What is the gas price in Boston today?\n2. How much gas did Texas produce in 2021?\n"
+    assert walk(build_matcher(spec, tiny_tokenizer, V), tiny_tokenizer, ok)
+    for bad in ['1. {"questions": ["a"]}?\n', "1. What?\n", "What is the gas price in Boston today?\n"]:
+        assert not walk(build_matcher(spec, tiny_tokenizer, V), tiny_tokenizer, bad), bad
+    with pytest.raises(GatewayError, match="guided_regex must be a non-empty regular expression"):
+        guided_decoding(None, None, guided_regex="")
+
+
 def test_other_kinds_and_bad_specs(tiny_tokenizer):
     m = build_matcher(GuidedDecoding("regex", r"(yes|no)"), tiny_tokenizer, V)
     assert walk(m, tiny_tokenizer, "yes") and m.done

@@ -42,12 +42,12 @@ async def test_tool_errors_and_hangs_go_back_to_the_model(llm):
         {"content": "2 + 3 = 5."},
     ]
     started = time.monotonic()
-    out = await agent(server="flaky_server.py", tool_timeout_s=0.5, first_tool_choice="required").execute(
+    out = await agent(server="flaky_server.py", tool_timeout_s=5, first_tool_choice="required").execute(
         Task(task_id="t", query="add 2 and 3"), tuner(llm))
-    assert time.monotonic() - started < 120  # the hanging call was cut at 0.5 s, not waited for (300 s)
+    assert time.monotonic() - started < 120  # the hanging call was cut at 5 s, not waited for (300 s)
     assert out.tool_calls[0] == {"name": "add", "arguments": {"a": 2, "b": 3}, "result": 5}
     assert "boom: x" in out.tool_calls[1]["error"]
-    assert out.tool_calls[2]["error"] == "tool 'hang' did not answer within 0.5 s"
+    assert out.tool_calls[2]["error"] == "tool 'hang' did not answer within 5 s"
     assert out.answer == "2 + 3 = 5." and out.metadata["stop_reason"] == "answered"
     assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0}
     assert [r["tool_choice"] for r in llm.requests] == ["required", "auto", "auto"]
@@ -80,7 +80,7 @@ async def test_streamable_http_server(llm):
     proc = subprocess.Popen([sys.executable, "flaky_server.py", "--http", str(port)], cwd=SERVERS,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded machine starts subprocesses slowly
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
