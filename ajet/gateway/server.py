@@ -23,7 +23,7 @@ from ajet.engine.base import Engine, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.constraints import guided_decoding
 from ajet.gateway.episodes import EpisodeSession, KeyRegistry
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import LLMCall

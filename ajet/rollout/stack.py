@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,23 @@ from ajet.rollout.runner import RolloutRunner, RolloutSettings
 from ajet.workflow import Workflow
 
 
-def load_workflow(cfg: AjetConfig) -> Workflow:
-    cls = load_object(cfg.workflow, cfg.base_dir)
+def workflow_class(cfg: AjetConfig) -> type[Workflow]:
+    """The workflow class, loaded and checked against `workflow_args` without constructing it."""
+    try:
+        cls = load_object(cfg.workflow, cfg.base_dir)
+    except PluginError as exc:
+        raise PluginError(f"ajet.workflow = {cfg.workflow!r}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
         raise PluginError(f"workflow {cfg.workflow!r} is {cls!r}; it must be a subclass of ajet.Workflow")
+    try:
+        inspect.signature(cls).bind(**cfg.workflow_args)
+    except TypeError as exc:
+        raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from None
+    return cls
+
+
+def load_workflow(cfg: AjetConfig) -> Workflow:
+    cls = workflow_class(cfg)
     try:
         workflow = cls(**cfg.workflow_args)
     except TypeError as exc:

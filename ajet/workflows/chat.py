@@ -17,8 +17,8 @@ from ajet.workflow import Task, Workflow, WorkflowOutput
 class ChatWorkflow(Workflow):
     """Ask the model the task's query once (after an optional system prompt)."""
 
-    def __init__(self, system_prompt: str | None = None, tools_key: str = "tools", **kwargs: Any) -> None:
-        super().__init__(system_prompt=system_prompt, tools_key=tools_key, **kwargs)
+    def __init__(self, system_prompt: str | None = None, tools_key: str = "tools") -> None:
+        super().__init__(system_prompt=system_prompt, tools_key=tools_key)
         self.system_prompt = system_prompt
         self.tools_key = tools_key
 

@@ -396,3 +396,16 @@ def _leaf_keys(node, prefix=()):
             yield from _leaf_keys(value, (*prefix, key))
         else:
             yield (*prefix, key)
+
+
+def test_every_config_field_is_read_by_some_code() -> None:
+    """A key nobody reads is a lie in the docs: each field name must appear in ajet's code outside the
+    line that declares it (as an attribute or a string key)."""
+    code = "\n".join(p.read_text() for p in (REPO / "ajet").rglob("*.py"))
+    code = re.sub(r"(?m)^\s+\w+: [^\n]*= Field\(.*$", "", code)  # the declarations themselves
+    unread = []
+    for path, _field, _section in walk.iter_fields(walk.RootConfig, ""):
+        name = path.rsplit(".", 1)[-1]
+        if name not in ("ajet", "<name>") and not re.search(rf"\.{name}\b|[\"']{name}[\"']", code):
+            unread.append(path)
+    assert unread == []

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -165,7 +166,11 @@ def _leaf_keys(node, prefix=()):
 
 
 def test_the_wheel_ships_the_config_tree(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+    # A copy: setuptools would leave build/ in the repository, and a stale build/ can leak into wheels.
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "build", "runs", "*.egg-info", "__pycache__",
+                                                               ".venv*", "tutorial", "tests", "docs", "benchmarks"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(tmp_path / "dist")], check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("ajet-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -15,7 +15,7 @@ import pytest
 
 from ajet.config.loader import load_config
 from ajet.errors import ConfigError, GenerateError
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.generate.demos import generate_demos
 from ajet.generate.files import read_rows
 from ajet.generate.tasks import QuestionFilter, generate_tasks, parse_questions

@@ -259,7 +259,7 @@ def test_base_smollm2_with_tool_choice_emits_schema_valid_calls_for_every_tool(s
     """Base SmolLM2 never calls a tool on its own (DESIGN.md §4); constrained, every call parses and fits."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ajet.gateway.render import ChatRenderer
+    from ajet.render import ChatRenderer
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
     model = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32).eval()

@@ -27,7 +27,7 @@ from ajet.config.schema import AjetConfig
 from ajet.engine.hf import HFEngine
 from ajet.errors import CheckpointError, ConfigError
 from ajet.evaluate import evaluate
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
