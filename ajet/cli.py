@@ -5,6 +5,7 @@
     ajet serve --model M [--host 127.0.0.1] [--port 8000] [--max-tokens 512] ...
     ajet export --checkpoint PATH --out DIR [--merge]
     ajet setup BACKBONE [--force] [--python P]
+    ajet generate {tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone`, `ajet.evaluate`, `ajet.serve` and `ajet.trainer.export`, imported only
@@ -22,7 +23,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "generate")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -34,6 +35,7 @@ commands:
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter or a merged model
   ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
+  ajet generate tasks|demos ...    tasks and teacher demonstrations from an MCP server
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -205,6 +207,12 @@ def _setup(argv: list[str]) -> int:
     return 0
 
 
+def _generate(argv: list[str]) -> int:
+    from ajet.generate.command import main as generate_main
+
+    return generate_main(argv)
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -223,6 +231,7 @@ def _exit_code(result: Any) -> int:
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
+    "generate": _generate,
 }
 
 

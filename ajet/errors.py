@@ -10,7 +10,8 @@
     ├── JudgeError               a judge could not score an episode
     ├── CheckpointError          a checkpoint is missing, partial or incompatible
     ├── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)  exit 1
-    └── TrainingError            training cannot go on (updates non-finite N times in a row)        exit 1
+    ├── TrainingError            training cannot go on (updates non-finite N times in a row)        exit 1
+    └── GenerateError            `ajet generate` ended with nothing usable (counts why)              exit 1
 
 Messages state the rule, the value seen, and what to do about it.
 """
@@ -76,5 +77,12 @@ class TrainingError(AjetError):
     """Training stopped because going on would corrupt the run (e.g. the loss or the gradients were
     non-finite for `trainer.max_nonfinite_updates` updates in a row). The last checkpoint is intact.
     Exit code 1: the config was valid, the run itself failed."""
+
+    exit_code = 1
+
+
+class GenerateError(AjetError):
+    """`ajet generate` produced no usable row: every question or episode was dropped (the message
+    counts the reasons). Exit code 1: the config was valid, the generation itself failed."""
 
     exit_code = 1

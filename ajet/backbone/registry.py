@@ -117,6 +117,10 @@ def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
     any weights load or backend environment is built)."""
     from ajet.backbone.preflight import check_inputs
 
+    if cfg.engine.type == "chat_api":
+        from ajet.engine.chat_api import TRAIN_REFUSAL
+
+        raise ConfigError(f"invalid config: {TRAIN_REFUSAL}")
     backbone = get(cfg.backbone.name)
     backbone.check(cfg)
     check_inputs(cfg, "train")

@@ -32,6 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
 from ajet.config import groups, walk
+from ajet.config.env import read_env_file
 from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
 from ajet.errors import ConfigError
 
@@ -58,6 +59,8 @@ def load_config(
 ) -> AjetConfig:
     """Compose defaults, presets, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`."""
     conf_path = Path(conf) if conf is not None else None
+    if conf_path is not None and conf_path.is_file():
+        read_env_file(conf_path.resolve().parent)  # `.env` beside the YAML, for ${oc.env:...} keys
     folders = groups.search_path(conf_path)
     user, yaml_defaults = _read_user_yaml(conf_path) if conf_path is not None else (OmegaConf.create({}), [])
     sources = _Sources(conf_path, user)

@@ -15,10 +15,11 @@ class GuidedDecoding:
     """A constraint on what a completion may contain, enforced token by token by the engine.
 
     kind: 'json_schema' (value: a JSON schema dict; the completion is one JSON value that fits it),
-    'ebnf' (value: a grammar in xgrammar's EBNF dialect, root rule `root`), 'regex' (value: a
-    pattern), or 'structural_tag' (value: an xgrammar structural-tag spec, e.g. tool calls inside
-    `<tool_call>...</tool_call>` with a schema per tool). The engine masks tokens the grammar does not
-    allow; `logprobs` stay those of the unconstrained model (what the trainer recomputes).
+    'ebnf' (value: a GBNF grammar, llama.cpp / xgrammar dialect, root rule `root`), 'regex' (value: a
+    pattern), or 'structural_tag' (value: ajet's tool-call spec, tool calls inside
+    `<tool_call>...</tool_call>` with a schema per tool; see `ajet.engine.guided`, which compiles every
+    kind with llguidance, and `ajet.gateway.constraints`, which builds them). The engine masks tokens
+    the grammar does not allow; `logprobs` stay those of the unconstrained model (what the trainer recomputes).
     """
 
     kind: Literal["json_schema", "ebnf", "regex", "structural_tag"]

@@ -28,6 +28,8 @@ from ajet.gateway.request import (
     BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, error_response, gone_response, install_error_handlers,
     openai_error, read_json, until_disconnected,
 )
+from ajet.gateway.constraints import guided_decoding
+from ajet.models import eos_token_ids
 from ajet.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
@@ -54,7 +56,8 @@ class Gateway:
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
-        self.renderer = ChatRenderer(tokenizer, chat_template)
+        # No tokenizer: a passthrough gateway (ajet.gateway.passthrough) that renders nothing itself.
+        self.renderer = ChatRenderer(tokenizer, chat_template) if tokenizer is not None else None
         self.model_name = model_name
         self.max_request_bytes = max_request_bytes
         self.max_prompt_tokens = max_prompt_tokens
@@ -67,7 +70,10 @@ class Gateway:
         self.router = APIRouter()
         self.router.add_api_route("/v1/models", self.list_models, methods=["GET"])
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
-        self._eos_ids = _eos_ids(tokenizer)
+        # The engine's own stop ids when it has them (the hf engine reads every source); else the same
+        # rule from the tokenizer (ajet.models.eos_token_ids), so an EOS the engine stopped on is cut.
+        self._eos_ids = set(getattr(engine, "eos_ids", None) or
+                            (eos_token_ids(None, tokenizer) if tokenizer is not None else set()))
 
     # ------------------------------------------------------------------ episodes
     def open_episode(self, session: EpisodeSession):
@@ -180,6 +186,9 @@ class Gateway:
             top_p=session.top_p if chat.top_p is None else chat.top_p,
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.seed,
+            guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
+                                   (chat.model_extra or {}).get("parallel_tool_calls"),
+                                   (chat.model_extra or {}).get("guided_regex")),
         )
 
     def _decode(self, token_ids: list[int], stop: list[str]) -> tuple[str, bool]:
@@ -191,11 +200,6 @@ class Gateway:
         if cuts:
             text = text[: min(cuts)]
         return text, ends_with_eos
-
-
-def _eos_ids(tokenizer: Any) -> set[int]:
-    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    return {i for i in ids if isinstance(i, int)}
 
 
 def _sse_chunks(result: dict[str, Any], chat: ChatRequest):

@@ -28,6 +28,7 @@ BUILTIN_JUDGES: dict[str, str] = {
     "function_call": "ajet.judge.function_call:FunctionCallJudge",
     "composite": "ajet.judge.composite:CompositeJudge",
     "llm_judge": "ajet.judge.llm_judge:LLMJudge",
+    "grounded": "ajet.judge.grounded:GroundedJudge",
 }
 
 # Where the judge being built sits in the config, and the folder plugin paths resolve against.

@@ -67,7 +67,7 @@ def test_grpo_plugin_spec_carries_the_resolved_config(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, "algorithm=grpo", "trainer.updates_per_step=2", "rollout.batch_tasks=2")
     plan, _ = SwiftRun(cfg).plan("grpo", None)
     spec = json.loads((plan.stage_dir / "ajet_run.json").read_text())
-    assert spec["config"]["workflow"] == f"{REPO}/tutorial/example_tool_agent/agent.py:EnergyAgent"
+    assert spec["config"]["workflow"] == "ajet.workflows.mcp_agent:McpAgent"
     assert spec["updates_per_step"] == 2 and spec["run_dir"] == str((tmp_path / "run").resolve())
     # 2 tasks x 4 episodes = 8 per RL step, 2 updates: 4 episodes per device per update
     assert plan.args["per_device_train_batch_size"] == 4 and plan.args["steps_per_generation"] == 2

@@ -1,0 +1,77 @@
+"""The `generate:` section: what `ajet generate tasks` and `ajet generate demos` read.
+
+The question writer and the teacher are any OpenAI-compatible chat endpoint, or `self`: the run's
+own model (`model.path`) served in this process, whose tool calls the gateway constrains to the
+tool schemas (cold start without a teacher). Keys for hosted endpoints come from the environment
+(`api_key: ${oc.env:OPENAI_API_KEY}`); a `.env` file beside the YAML is read first.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class TeacherConfig(_Section):
+    base_url: str = Field(description="OpenAI-compatible chat endpoint, e.g. https://api.openai.com/v1 or a "
+                          "served checkpoint's http://127.0.0.1:8000/v1 (`ajet serve`).")
+    model: str | None = Field(None, description="Model name sent with each request. None: the first in /v1/models.")
+    api_key: str = Field("EMPTY", description="API key; write ${oc.env:OPENAI_API_KEY} and keep the key in the "
+                         "environment or a .env file beside the YAML.")
+
+
+class GenerateTasksConfig(_Section):
+    per_request: int = Field(5, ge=1, le=50, description="Questions asked for in one request to the question writer.")
+    multi_tool_share: float = Field(
+        0.3, ge=0, le=1, description="Share of requests that ask for questions needing two tools in sequence "
+        "(the rest ask for questions one tool answers).")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of the question writer.")
+    max_tokens: int = Field(600, ge=16, description="Most tokens of one question-writer reply.")
+    similarity: float = Field(
+        0.85, gt=0, le=1, description="A question whose normalised text is this similar (difflib ratio) to one "
+        "already kept is dropped as a near-duplicate; 1 drops exact duplicates only.")
+    min_words: int = Field(4, ge=1, description="Shorter questions are dropped.")
+    max_requests: int | None = Field(
+        None, ge=1, description="Give up after this many question-writer requests. None: 4 x the requests "
+        "needed for n questions, plus 8.")
+    guidance: str | None = Field(None, description="Extra instruction for the question writer (domain, language, "
+                                 "style), appended to its prompt.")
+
+
+class GenerateDemosConfig(_Section):
+    attempts: int = Field(1, ge=1, description="Episodes run per task; the first ones that pass the filter are kept.")
+    keep_per_task: int = Field(1, ge=1, description="Most demonstrations kept per task.")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature of the teacher's episodes.")
+    first_tool_choice: Literal["auto", "required"] | None = Field(
+        None, description="tool_choice of each episode's first LLM call. None: 'required' when the teacher is "
+        "self (a base model that never calls tools then calls one), 'auto' for a hosted teacher.")
+    no_reference_check: Literal["grounding", "llm_judge"] = Field(
+        "grounding", description="Filter for tasks without a reference answer: grounding (the final answer "
+        "states values the tools returned, no other numbers) or llm_judge (the teacher endpoint grades "
+        "the episode). Tasks with a reference answer are scored by the run's judge.")
+    llm_judge_threshold: float = Field(0.7, ge=0, le=1, description="no_reference_check=llm_judge: lowest score kept.")
+    format: Literal["openai", "sharegpt"] = Field(
+        "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
+        "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")
+
+
+class GenerateConfig(_Section):
+    teacher: Literal["self"] | TeacherConfig = Field(
+        "self", description="Who answers the tasks for `ajet generate demos`: an endpoint {base_url, model, "
+        "api_key}, or self (the run's own model, tool calls constrained to the schemas).")
+    question_writer: Literal["self"] | TeacherConfig | None = Field(
+        None, description="Who writes the questions for `ajet generate tasks`. None: the teacher.")
+    structured_output: bool = Field(
+        True, description="Ask the question writer for JSON with response_format json_schema (turn off for "
+        "endpoints that reject it; replies are then parsed leniently).")
+    request_timeout_s: float = Field(120, gt=0, description="Timeout of one request to an endpoint question writer "
+                                     "or teacher (self has none: the local model answers when it is done).")
+    max_retries: int = Field(2, ge=0, description="Extra attempts after an endpoint's timeout, HTTP 429/5xx or "
+                             "connection error.")
+    tasks: GenerateTasksConfig = Field(default_factory=GenerateTasksConfig, description="`ajet generate tasks`.")
+    demos: GenerateDemosConfig = Field(default_factory=GenerateDemosConfig, description="`ajet generate demos`.")

@@ -1,0 +1,140 @@
+"""The built-in mcp_agent workflow on real MCP servers: in memory, stdio subprocess, streamable HTTP
+subprocess, and an MCP config JSON naming two servers; the model is a scripted OpenAI server over
+real HTTP. Tools that raise or hang, servers that do not start and bad workflow_args are checked."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ajet import Task, Tuner
+from ajet.errors import ConfigError
+from ajet.workflows.mcp_agent import McpAgent
+from ajet.workflows.mcp_client import open_client, server_tools
+from tests.unit.fake_openai import ScriptedOpenAI
+
+SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+ENERGY = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent" / "energy_server.py"
+
+
+
+
+def agent(**kwargs) -> McpAgent:
+    workflow = McpAgent(**kwargs)
+    workflow.base_dir = SERVERS
+    return workflow
+
+
+def tuner(llm: ScriptedOpenAI, max_turns: int | None = 6) -> Tuner:
+    return Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=max_turns)
+
+
+async def test_tool_errors_and_hangs_go_back_to_the_model(llm):
+    llm.script = [
+        {"content": "", "tool_calls": [("add", '{"a": 2, "b": 3}'), ("explode", '{"reason": "x"}')]},
+        {"content": "", "tool_calls": [("hang", '{"seconds": 300}')]},
+        {"content": "2 + 3 = 5."},
+    ]
+    started = time.monotonic()
+    out = await agent(server="flaky_server.py", tool_timeout_s=5, first_tool_choice="required").execute(
+        Task(task_id="t", query="add 2 and 3"), tuner(llm))
+    assert time.monotonic() - started < 120  # the hanging call was cut at 5 s, not waited for (300 s)
+    assert out.tool_calls[0] == {"name": "add", "arguments": {"a": 2, "b": 3}, "result": 5}
+    assert "boom: x" in out.tool_calls[1]["error"]
+    assert out.tool_calls[2]["error"] == "tool 'hang' did not answer within 5 s"
+    assert out.answer == "2 + 3 = 5." and out.metadata["stop_reason"] == "answered"
+    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0}
+    assert [r["tool_choice"] for r in llm.requests] == ["required", "auto", "auto"]
+    sent = llm.requests[1]["messages"]
+    assert sent[0]["content"].startswith("You are a helpful assistant with tools")
+    assert [m["content"].split(":")[0] for m in sent if m["role"] == "tool"] == ["5", "Error"]
+
+
+async def test_max_turns_is_the_smaller_of_workflow_args_and_rollout(llm):
+    llm.script = [{"content": "", "tool_calls": [("add", '{"a": 1, "b": 1}')]}] * 3
+    out = await agent(server="flaky_server.py", max_turns=2).execute(Task(task_id="t", query="q"), tuner(llm, 6))
+    assert len(llm.requests) == 2 and out.metadata["stop_reason"] == "max_turns"
+
+
+async def test_stdio_subprocess_server(llm):
+    llm.script = [{"content": "", "tool_calls": [("add", '{"a": 40, "b": 2}')]}, {"content": "42"}]
+    out = await agent(server="python flaky_server.py").execute(Task(task_id="t", query="q"), tuner(llm))
+    assert out.tool_calls[0]["result"] == 42 and [t["function"]["name"] for t in out.metadata["tools"]] == [
+        "add", "explode", "hang"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_streamable_http_server(llm):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "flaky_server.py", "--http", str(port)], cwd=SERVERS,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120  # a loaded machine starts subprocesses slowly
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "HTTP server did not start"
+                time.sleep(0.1)
+        llm.script = [{"content": "", "tool_calls": [("add", '{"a": 1, "b": 2}')]}, {"content": "3"}]
+        out = await agent(server=f"http://127.0.0.1:{port}/mcp").execute(Task(task_id="t", query="q"), tuner(llm))
+        assert out.tool_calls[0]["result"] == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def test_mcp_config_json_with_two_servers(llm, tmp_path):
+    config = {"mcpServers": {"flaky": {"command": "python", "args": [str(SERVERS / "flaky_server.py")]},
+                             "energy": {"command": "python", "args": [str(ENERGY)]}}}
+    (tmp_path / "mcp_config.json").write_text(json.dumps(config))
+    tools = await server_tools("mcp_config.json", tmp_path)
+    names = [t["function"]["name"] for t in tools]
+    assert "flaky_add" in names and "energy_get_gas_price" in names and len(names) == 11
+    llm.script = [{"content": "", "tool_calls": [("energy_get_gas_price", '{"city": "Boston"}')]}, {"content": "4.15"}]
+    workflow = McpAgent(server="mcp_config.json")
+    workflow.base_dir = tmp_path
+    out = await workflow.execute(Task(task_id="t", query="q"), tuner(llm))
+    assert out.tool_calls[0]["result"]["price_usd_per_mmbtu"] == 4.15
+
+
+async def test_servers_that_do_not_start_are_clear_errors(tmp_path, llm):
+    with pytest.raises(ConfigError, match=r"the MCP server 'python missing_server.py' did not start or answer"):
+        await server_tools("python missing_server.py", tmp_path, timeout_s=30)
+    with pytest.raises(ConfigError, match="MCP server file .*nope.py' does not exist"):
+        open_client("nope.py", tmp_path)
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    with pytest.raises(ConfigError, match="defines none fastmcp.FastMCP objects.*server: 'python plain.py'"):
+        open_client("plain.py", tmp_path)
+    (tmp_path / "bad.json").write_text('{"servers": {}}')
+    with pytest.raises(ConfigError, match="has no 'mcpServers' object"):
+        open_client("bad.json", tmp_path)
+    # inside an episode the failure is an exception the rollout counts as a failed episode
+    workflow = McpAgent(server="python missing_server.py")
+    workflow.base_dir = tmp_path
+    with pytest.raises(Exception):
+        await workflow.execute(Task(task_id="t", query="q"), tuner(llm))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "workflow_args.server is required by the mcp_agent workflow"),
+    ({"server": "s.py", "sever": 1}, "workflow_args.sever: unknown argument of the mcp_agent workflow; did you mean 'server'?"),
+    ({"server": "s.py", "max_turns": 0}, "workflow_args.max_turns = 0: Input should be greater than or equal to 1"),
+    ({"server": "s.py", "first_tool_choice": "always"}, "workflow_args.first_tool_choice = 'always'"),
+])
+def test_bad_workflow_args(kwargs, message):
+    with pytest.raises(ConfigError) as info:
+        McpAgent(**kwargs)
+    assert message in str(info.value)
