@@ -148,11 +148,29 @@ def _serve(argv: list[str]) -> int:
 
 def _export(argv: list[str]) -> int:
     parser = _parser("export", "Export a training checkpoint as a LoRA adapter, or as a merged model in "
-                               "Hugging Face format that transformers, vLLM and `ajet serve` load.")
-    parser.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint folder of a run")
-    parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
+                               "Hugging Face format that transformers, vLLM and `ajet serve` load; or as GGUF.")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="checkpoint or run folder (with --gguf also a model folder or name)")
+    parser.add_argument("--out", metavar="DIR", help="folder to write")
     parser.add_argument("--merge", action="store_true", help="merge the adapter into the base weights")
+    parser.add_argument("--gguf", choices=["f16", "q8_0", "q4_0"],
+                        help="write one GGUF file (llama.cpp) and a model card; measures greedy agreement")
+    parser.add_argument("--card-eval", action="append", default=[], metavar="EVAL_JSON",
+                        help="an eval.json (e.g. BFCL) to list in the model card; repeatable")
+    parser.add_argument("--verify", metavar="DIR", help="load an export (GGUF or model folder), answer a smoke prompt")
     args = parser.parse_args(argv)
+    if args.verify:
+        from ajet.export.gguf import verify_export
+
+        verify_export(args.verify)
+        return 0
+    if not args.checkpoint or not args.out:
+        parser.error("--checkpoint and --out are required (or --verify DIR)")
+    if args.gguf:
+        from ajet.export.gguf import export_gguf
+
+        export_gguf(args.checkpoint, args.out, args.gguf, card_evals=args.card_eval)
+        return 0
     from ajet.trainer.export import export_checkpoint
 
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
