@@ -303,6 +303,9 @@ def create_serve_app(
     app.include_router(router)
     for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
         app.include_router(extra)
+    from ajet.serving.metrics import mount_metrics
+
+    mount_metrics(app, engine, model_name)  # GET /metrics: Prometheus, vLLM's metric names
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
