@@ -167,11 +167,13 @@ def _serve(argv: list[str]) -> int:
     parser.add_argument("--max-batch-size", type=int, metavar="N",
                         default=EngineConfig.model_fields["max_batch_size"].default,
                         help="most requests decoded together (default: %(default)s)")
+    parser.add_argument("--served-model-name", metavar="NAME", help="model name clients send (default: --model)")
     args = parser.parse_args(argv)
     from ajet.serve import main as serve_main
 
     return _exit_code(serve_main(model=args.model, host=args.host, port=args.port,
-                                 chat_template=args.chat_template, max_batch_size=args.max_batch_size))
+                                 chat_template=args.chat_template, max_batch_size=args.max_batch_size,
+                                 served_model_name=args.served_model_name))
 
 
 def _export(argv: list[str]) -> int:
