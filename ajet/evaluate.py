@@ -115,8 +115,8 @@ def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
     engine = build_engine(cfg)
     tokenizer = load_tokenizer(cfg, engine)
     report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir))
-    report["model"] = cfg.model.path
-    print_report(report, title=f"ajet eval · {cfg.project} · {cfg.model.path}")
+    report["model"] = engine.model_name if cfg.engine.type == "chat_api" else cfg.model.path
+    print_report(report, title=f"ajet eval · {cfg.project} · {report['model']}")
     (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     console.print(f"wrote {run_dir / 'eval.json'}")
     return report

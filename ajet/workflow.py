@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,6 +51,9 @@ class WorkflowOutput(BaseModel):
 class Workflow(abc.ABC):
     """Subclass and implement `execute`. One instance serves many episodes concurrently: keep no
     per-episode state on `self`."""
+
+    #: The folder relative paths in `workflow_args` resolve against (the YAML's); set by the loader.
+    base_dir: Path | None = None
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs

@@ -111,6 +111,10 @@ def get(name: str) -> Backbone:
 
 def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
     """Train `cfg` with the backbone `cfg.backbone.name`."""
+    if cfg.engine.type == "chat_api":
+        from ajet.engine.chat_api import TRAIN_REFUSAL
+
+        raise ConfigError(f"invalid config: {TRAIN_REFUSAL}")
     backbone = get(cfg.backbone.name)
     backbone.check(cfg)
     return backbone.call("run", cfg, resume)

@@ -138,15 +138,19 @@ class TrackerConfig(_Section):
 
 
 class EngineConfig(_Section):
-    type: Literal["hf", "remote", "replay"] = Field("hf", description="hf: in-process transformers; remote: a "
-                                                    "vLLM-style completions server; replay: recorded completions.")
-    base_url: str | None = Field(None, description="remote: server URL, e.g. http://127.0.0.1:8000/v1.")
-    api_key: str = Field("EMPTY", description="remote: API key.")
-    model: str | None = Field(None, description="remote: served model name (default: the first in /v1/models).")
+    type: Literal["hf", "remote", "replay", "chat_api"] = Field(
+        "hf", description="hf: in-process transformers; remote: a vLLM-style completions server; replay: recorded "
+        "completions; chat_api: any OpenAI-compatible chat endpoint (hosted models; eval and generation only, "
+        "never training: it returns no token ids).")
+    base_url: str | None = Field(None, description="remote, chat_api: server URL, e.g. http://127.0.0.1:8000/v1.")
+    api_key: str = Field("EMPTY", description="remote, chat_api: API key (use ${oc.env:VAR}, or a .env file "
+                         "beside the YAML).")
+    model: str | None = Field(None, description="remote, chat_api: model name sent with each request (default: "
+                              "the first in /v1/models).")
     replay_file: FilePath | None = Field(None, description="replay: episodes.jsonl of an earlier run, or a JSON list of scripted completions.")
     max_batch_size: int = Field(16, ge=1, description="hf: most requests decoded together in one forward pass.")
     seed: int = Field(0, description="Sampling seed.")
-    request_timeout_s: float = Field(300, gt=0, description="remote: timeout of one completion request.")
+    request_timeout_s: float = Field(300, gt=0, description="remote, chat_api: timeout of one completion request.")
 
 
 class GatewayConfig(_Section):
@@ -254,8 +258,8 @@ class AjetConfig(_Section):
         if self.trainable_agents is not None:
             if not self.trainable_agents:
                 raise ValueError("trainable_agents is empty; use null to train every agent")
-        if self.engine.type == "remote" and not self.engine.base_url:
-            raise ValueError("engine.type is 'remote' but engine.base_url is not set")
+        if self.engine.type in ("remote", "chat_api") and not self.engine.base_url:
+            raise ValueError(f"engine.type is {self.engine.type!r} but engine.base_url is not set")
         if self.engine.type == "replay" and not self.engine.replay_file:
             raise ValueError("engine.type is 'replay' but engine.replay_file is not set")
         if "sft" in self.stages and not self.sft.data:

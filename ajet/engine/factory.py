@@ -1,4 +1,5 @@
-"""Build the engine a config names: `hf` (in-process), `remote` (a completions server) or `replay`."""
+"""Build the engine a config names: `hf` (in-process), `remote` (a completions server), `replay`, or
+`chat_api` (a chat endpoint: eval and generation only)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
             cfg.engine.base_url or "", model=cfg.engine.model, api_key=cfg.engine.api_key,
             timeout_s=cfg.engine.request_timeout_s, tokenizer=tokenizer,
         )
+    if kind == "chat_api":
+        from ajet.engine.chat_api import ChatAPIEngine
+
+        return ChatAPIEngine(cfg.engine.base_url or "", model=cfg.engine.model, api_key=cfg.engine.api_key,
+                             timeout_s=cfg.engine.request_timeout_s)
     if kind == "replay":
         from ajet.engine.replay import ReplayEngine
 

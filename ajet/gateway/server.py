@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.engine.base import Engine, SamplingParams
 from ajet.errors import AjetError, GatewayError
+from ajet.gateway.constraints import guided_decoding
 from ajet.gateway.episodes import EpisodeSession, KeyRegistry
 from ajet.gateway.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
@@ -75,7 +76,8 @@ class Gateway:
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
-        self.renderer = ChatRenderer(tokenizer, chat_template)
+        # No tokenizer: a passthrough gateway (ajet.gateway.passthrough) that renders nothing itself.
+        self.renderer = ChatRenderer(tokenizer, chat_template) if tokenizer is not None else None
         self.model_name = model_name
         self.max_request_bytes = max_request_bytes
         self.max_prompt_tokens = max_prompt_tokens
@@ -85,7 +87,7 @@ class Gateway:
         self.router = APIRouter()
         self.router.add_api_route("/v1/models", self.list_models, methods=["GET"])
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
-        self._eos_ids = _eos_ids(tokenizer)
+        self._eos_ids = _eos_ids(tokenizer) if tokenizer is not None else set()
 
     # ------------------------------------------------------------------ episodes
     def open_episode(self, session: EpisodeSession):
@@ -222,6 +224,8 @@ class Gateway:
             top_p=session.top_p if chat.top_p is None else chat.top_p,
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.seed,
+            guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
+                                   (chat.model_extra or {}).get("parallel_tool_calls")),
         )
 
     def _decode(self, token_ids: list[int], stop: list[str]) -> tuple[str, bool]:

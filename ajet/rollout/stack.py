@@ -22,15 +22,17 @@ def load_workflow(cfg: AjetConfig) -> Workflow:
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
         raise PluginError(f"workflow {cfg.workflow!r} is {cls!r}; it must be a subclass of ajet.Workflow")
     try:
-        return cls(**cfg.workflow_args)
+        workflow = cls(**cfg.workflow_args)
     except TypeError as exc:
         raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from exc
+    workflow.base_dir = cfg.base_dir
+    return workflow
 
 
 def load_tokenizer(cfg: AjetConfig, engine: Engine | None = None) -> Any:
     """The engine's own tokenizer when it has one (hf, replay), else the configured model's."""
     tokenizer = getattr(engine, "tokenizer", None)
-    if tokenizer is not None:
+    if tokenizer is not None or getattr(engine, "chat_api", False):  # a chat-API engine needs none
         return tokenizer
     from ajet.engine.factory import load_tokenizer as model_tokenizer
 
@@ -62,10 +64,15 @@ class RolloutStack:
                  episodes_file: str = "episodes.jsonl") -> None:
         self.cfg = cfg
         self.engine = engine
-        self.gateway = Gateway(
-            engine, tokenizer, chat_template=read_chat_template(cfg.model.chat_template),
-            max_request_bytes=cfg.gateway.max_request_bytes, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
-        )
+        if getattr(engine, "chat_api", False):  # a chat endpoint: forward messages, record no tokens
+            from ajet.gateway.passthrough import PassthroughGateway
+
+            self.gateway = PassthroughGateway(engine, max_request_bytes=cfg.gateway.max_request_bytes)
+        else:
+            self.gateway = Gateway(
+                engine, tokenizer, chat_template=read_chat_template(cfg.model.chat_template),
+                max_request_bytes=cfg.gateway.max_request_bytes, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
+            )
         self.server = GatewayServer(create_app(self.gateway), cfg.gateway.host, cfg.gateway.port)
         self.workflow = load_workflow(cfg)
         self.judge = build_judge(cfg.judge, cfg.base_dir)

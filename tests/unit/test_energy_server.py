@@ -1,4 +1,5 @@
-"""The tool-agent tutorial's MCP server and MCP helpers, through a real `fastmcp.Client`.
+"""The tool-agent tutorial's MCP server and ajet's MCP helpers (ajet.workflows.mcp_client), through a
+real `fastmcp.Client`.
 
 Every tool is called in memory with hand-computed expectations; the stdio and HTTP transports are
 exercised with real subprocesses of `energy_server.py`.
@@ -17,9 +18,10 @@ import fastmcp
 import pytest
 
 DIR = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent"
-sys.path.insert(0, str(DIR))  # as when ajet loads the tutorial's agent.py: its folder is importable
-import mcp_tools  # noqa: E402
+sys.path.insert(0, str(DIR))  # as when ajet loads the tutorial's server file: its folder is importable
 from energy_server import mcp  # noqa: E402
+
+from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
 
 
 async def call(name: str, **arguments):
@@ -166,7 +168,7 @@ async def test_call_tool_success_keeps_the_servers_json_text():
 
 
 async def test_stdio_server_subprocess():
-    async with mcp_tools.open_client("python energy_server.py") as client:
+    async with mcp_tools.open_client("python energy_server.py", DIR) as client:
         outcome = await mcp_tools.call_tool(client, "get_gas_price", {"city": "Denver"})
     assert outcome.result["price_usd_per_mmbtu"] == 2.55
 

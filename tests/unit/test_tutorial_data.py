@@ -10,29 +10,37 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import fastmcp
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+import yaml
 
 from ajet import Task, Tuner, WorkflowOutput
 from ajet.plugins import load_object
+from tests.unit.fake_openai import ScriptedOpenAI
 
 ROOT = Path(__file__).resolve().parents[2] / "tutorial"
 ENERGY, MATH = ROOT / "example_tool_agent", ROOT / "example_math_agent"
-EnergyAgent = load_object(f"{ENERGY / 'agent.py'}:EnergyAgent")  # puts the tutorial folders on sys.path
-MathAgent = load_object(f"{MATH / 'agent.py'}:MathAgent")
+MathAgent = load_object(f"{MATH / 'agent.py'}:MathAgent")  # puts the tutorial folder on sys.path
+sys.path.insert(0, str(ENERGY))
 import math_tools  # noqa: E402
-import mcp_tools  # noqa: E402
 from energy_server import mcp  # noqa: E402
+
+from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
+from ajet.workflows.mcp_agent import McpAgent  # noqa: E402
+
+ENERGY_ARGS = yaml.safe_load((ENERGY / "tool_agent.yaml").read_text())["ajet"]["workflow_args"]
+
+
+def EnergyAgent(**overrides: Any) -> McpAgent:
+    """The tutorial's agent: the built-in mcp_agent workflow with the tutorial YAML's workflow_args."""
+    agent = McpAgent(**{**ENERGY_ARGS, **overrides})
+    agent.base_dir = ENERGY  # what the loader sets: the YAML's folder
+    return agent
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -197,52 +205,6 @@ def test_run_calculator_reports_bad_arguments():
 # ---------------------------------------------------------------------------- agents over HTTP
 
 
-class ScriptedOpenAI:
-    """A /v1/chat/completions server that answers with scripted assistant messages, in order (or
-    with `respond(request)` when set), and records every request. A "400" item answers with an
-    OpenAI-style error instead."""
-
-    def __init__(self) -> None:
-        self.script: list[Any] = []
-        self.respond: Any = None
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        app = FastAPI()
-        app.post("/v1/chat/completions")(self._complete)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    async def _complete(self, request: Request) -> JSONResponse:
-        self.requests.append(await request.json())
-        self.headers.append(dict(request.headers))
-        item = self.respond(self.requests[-1]) if self.respond else self.script.pop(0)
-        if item == "400":
-            return JSONResponse({"error": {"message": "prompt too long", "type": "invalid_request_error"}}, status_code=400)
-        message = {"role": "assistant", "content": item.get("content")}
-        if "tool_calls" in item:
-            message["tool_calls"] = [
-                {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
-                for i, (name, args) in enumerate(item["tool_calls"])
-            ]
-        return JSONResponse({
-            "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": self.requests[-1]["model"],
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in item else "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        })
-
-    def start(self) -> None:
-        self._thread.start()
-        while not self._server.started:
-            threading.Event().wait(0.01)
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def fake_llm():
     server = ScriptedOpenAI()
@@ -253,10 +215,7 @@ def fake_llm():
 
 @pytest.fixture
 def llm(fake_llm):
-    fake_llm.script.clear()
-    fake_llm.respond = None
-    fake_llm.requests.clear()
-    fake_llm.headers.clear()
+    fake_llm.reset()
     return fake_llm
 
 

@@ -9,7 +9,7 @@ Writes four files (default: this folder):
   every category, so it measures generalisation, not recall.
 - `sft.jsonl`: one demonstration per train task in OpenAI format (`tools` + `messages` with
   `tool_calls` and `tool` results), made by running the task's expected calls against the real
-  MCP server in memory. The final answer sentence states exactly one number: `final`.
+  MCP server in memory, through the same MCP helpers the built-in `mcp_agent` workflow uses. The final answer sentence states exactly one number: `final`.
 - `sft_sharegpt.jsonl`: the same demonstrations as `conversations` (human / function_call /
   observation / gpt) with `system` and `tools`, the format of MCPTrainAgent and LLaMA-Factory.
 """
@@ -26,13 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from energy_server import (
     GAS_PRICES, PIPELINES, PRODUCTION_BCF, PRODUCTION_YEARS, STORAGE, TEMPERATURES_F, UNIT_JOULES,
 )
-from mcp_tools import SYSTEM_PROMPT, ToolOutcome, call_tool, list_openai_tools, open_client
+
+from ajet.workflows.mcp_client import ToolOutcome, call_tool, list_openai_tools, open_client
 
 SEED = 20240115
 HERE = Path(__file__).resolve().parent
+# The demonstrations show the model the very system prompt the workflow sends (one source: the YAML).
+SYSTEM_PROMPT = yaml.safe_load((HERE / "tool_agent.yaml").read_text())["ajet"]["workflow_args"]["system_prompt"]
 
 # category -> (train count, val count)
 COUNTS: dict[str, tuple[int, int]] = {
@@ -230,7 +234,7 @@ async def build(out_dir: Path) -> dict[str, int]:
         splits["val"] += pool[:n_val]  # val takes other arguments than train
         splits["train"] += pool[n_val:n_val + n_train]
     rows: dict[str, list[dict]] = {"train": [], "val": [], "sft": [], "sft_sharegpt": []}
-    async with open_client() as client:
+    async with open_client("energy_server.py", HERE) as client:
         tools = await list_openai_tools(client)
         for split, drafts in splits.items():
             rng.shuffle(drafts)
