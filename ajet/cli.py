@@ -137,7 +137,14 @@ def _eval(argv: list[str]) -> int:
     bench.add_argument("--max-tokens", type=int, default=256, help="reply cap (default: %(default)s)")
     bench.add_argument("--api-key", default="EMPTY", help="API key of the endpoint")
     bench.add_argument("--served-model", metavar="NAME", help="model name at the endpoint (default: the first listed)")
+    parser.add_argument("--endpoint", metavar="URL", help="evaluate an OpenAI-compatible chat endpoint (engine.type="
+                        "chat_api): sets engine.base_url; --served-model and --api-key name the model and key")
     args = parser.parse_intermixed_args(argv)
+    if args.endpoint and not args.benchmark:
+        args.overrides[:0] = ["engine.type=chat_api", f"engine.base_url={args.endpoint}",
+                              f"engine.api_key={args.api_key}"]
+        if args.served_model:
+            args.overrides.insert(3, f"engine.model={args.served_model}")
     if args.benchmark == "bfcl":
         if not args.model:
             parser.error("--benchmark bfcl needs --model (a model, checkpoint, folder or endpoint URL)")
