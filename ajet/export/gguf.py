@@ -188,9 +188,9 @@ def verify_export(target: str | Path, prompt: str = SMOKE_PROMPT, max_new_tokens
     load_s = time.perf_counter() - started
     ids = _greedy(model, tokenizer, prompt, max_new_tokens)
     answer = tokenizer.decode(ids, skip_special_tokens=True).strip()
-    if not answer:
-        raise CheckpointError(f"{kind} loaded but answered {prompt!r} with nothing")
+    if not ids:
+        raise CheckpointError(f"{kind} loaded but generated no token for {prompt!r}")
     parameters = sum(p.numel() for p in model.parameters())
     console.print(f"verified {kind}: {parameters / 1e6:.1f}M parameters, loaded in {load_s:.1f} s")
-    console.print(f"  {prompt!r} -> {answer!r}")
-    return {"kind": kind, "parameters": parameters, "prompt": prompt, "answer": answer}
+    console.print(f"  {prompt!r} -> {answer!r} ({len(ids)} tokens)")
+    return {"kind": kind, "parameters": parameters, "prompt": prompt, "answer": answer, "tokens": len(ids)}
