@@ -225,10 +225,14 @@ async def _evaluate(model: str, categories: list[str], mode: Mode, out_dir: Path
                     timeout_s: float, chat_template: str | None) -> list[dict]:
     from rich.progress import Progress
 
-    with Progress(console=console, transient=True) as progress:
+    # Each record is appended as it completes, so an interrupted run keeps what it scored.
+    with Progress(console=console, transient=True) as progress, \
+            (out_dir / "predictions.jsonl").open("w", encoding="utf-8") as stream:
         task = progress.add_task(f"BFCL {mode}", total=None)
 
         def tick(record: dict, done: int, total: int) -> None:
+            stream.write(json.dumps(record, default=str) + "\n")
+            stream.flush()
             progress.update(task, completed=done, total=total)
 
         kwargs = dict(limit=limit, concurrency=concurrency, max_tokens=max_tokens, timeout_s=timeout_s,
@@ -272,7 +276,7 @@ def run_bfcl(model: str, *, categories: list[str] | None = None, mode: Mode | No
     report = {"benchmark": "bfcl", "bfcl_eval_version": _version(), "model": model, "mode": mode,
               "limit_per_category": limit, "seconds": round(time.perf_counter() - started, 1),
               **summarize(records, chosen)}
-    with (out / "predictions.jsonl").open("w", encoding="utf-8") as handle:
+    with (out / "predictions.jsonl").open("w", encoding="utf-8") as handle:  # rewritten in BFCL's order
         for record in records:
             handle.write(json.dumps(record, default=str) + "\n")
     (out / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
