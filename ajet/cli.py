@@ -178,9 +178,9 @@ def _serve(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     from ajet.serve import main as serve_main
 
+    named = {"served_model_name": args.served_model_name} if args.served_model_name else {}
     return _exit_code(serve_main(model=args.model, host=args.host, port=args.port,
-                                 chat_template=args.chat_template, max_batch_size=args.max_batch_size,
-                                 served_model_name=args.served_model_name))
+                                 chat_template=args.chat_template, max_batch_size=args.max_batch_size, **named))
 
 
 def _export(argv: list[str]) -> int:
