@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,11 @@ def export_gguf(source: str | Path, out: str | Path, kind: GgufType, *, max_new_
     """Write the GGUF, measure greedy agreement with the source, write the model card; returns the report."""
     if kind not in GGUF_TYPES:
         raise CheckpointError(f"--gguf must be one of {', '.join(GGUF_TYPES)}, got {kind!r}")
+    from ajet.export.card import write_model_card
+    from ajet.trainer.export import staged_folder
+
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         model_dir, origin = _hf_folder(source, tmp / "merged")
         name = origin.get("name") or Path(model_dir).name
         gguf_file = write_gguf(model_dir, tmp / f"{name}-{kind}.gguf", kind, name=name)
@@ -57,16 +55,8 @@ def export_gguf(source: str | Path, out: str | Path, kind: GgufType, *, max_new_
                   "source": str(source), **origin, "agreement": agreement,
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         (tmp / "export.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-        from ajet.export.card import write_model_card
-
         write_model_card(tmp / "README.md", report, origin.get("run_dir"), [Path(p) for p in card_evals])
         shutil.rmtree(tmp / "merged", ignore_errors=True)
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print_agreement(report)
     console.print(f"wrote {out / report['gguf']} ({report['bytes'] / 1e6:.1f} MB), {out / 'README.md'}")
     return report

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ajet.errors import CheckpointError
@@ -41,12 +43,7 @@ def export_checkpoint(
     state = read_state(ckpt)
     if dtype is not None and dtype not in _DTYPES:
         raise CheckpointError(f"export dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         if state.get("lora") and merge:
             _merge(ckpt, state, tmp, dtype)
         elif state.get("lora"):
@@ -58,13 +55,27 @@ def export_checkpoint(
             else:
                 _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
+    return Path(out)
+
+
+@contextmanager
+def staged_folder(out: str | Path) -> Iterator[Path]:
+    """A temp folder next to `out`, renamed to `out` when the block succeeds and removed when it fails.
+
+    Refuses an `out` that exists and is not an empty folder."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
         if out.exists():
             out.rmdir()  # empty (checked above)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out
 
 
 def _copy_files(src: Path, dst: Path) -> None:
