@@ -175,13 +175,16 @@ async def run_categories(endpoint: Endpoint, categories: list[str], mode: Mode, 
     loop = asyncio.get_running_loop()
     records: list[dict] = []
     # BFCL's handlers are synchronous: run them in threads while the event loop serves the local model.
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bfcl") as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="bfcl")
+    try:
         futures = [loop.run_in_executor(pool, _infer_and_score, handler, e, a, c, mode) for e, a, c in jobs]
         for future in asyncio.as_completed(futures):
             record = await future
             records.append(record)
             if on_record is not None:
                 on_record(record, len(records), len(jobs))
+    finally:  # interrupted: entries not started are dropped, not run against a stopped server
+        pool.shutdown(wait=False, cancel_futures=True)
     order = {(c, e["id"]): i for i, (e, _, c) in enumerate(jobs)}
     return sorted(records, key=lambda r: order[(r["category"], r["id"])])
 
