@@ -97,8 +97,6 @@ def checker_model_name(mode: Mode) -> str:
 
 def make_handler(endpoint: Endpoint, mode: Mode, max_tokens: int, timeout_s: float):
     """BFCL's OpenAI chat-completions handler, talking to `endpoint`, greedy, replies capped."""
-    from openai import OpenAI
-
     base = _bfcl()[2]
 
     class EndpointHandler(base):  # BFCL's handler; only where it connects and the reply cap differ
@@ -110,10 +108,7 @@ def make_handler(endpoint: Endpoint, mode: Mode, max_tokens: int, timeout_s: flo
             kwargs.setdefault("max_tokens", max_tokens)
             return super().generate_with_backoff(**kwargs)
 
-    handler = EndpointHandler(model_name=endpoint.model, temperature=0.0, registry_name="ajet",
-                              is_fc_model=mode == "fc")
-    assert isinstance(handler.client, OpenAI)
-    return handler
+    return EndpointHandler(model_name=endpoint.model, temperature=0.0, registry_name="ajet", is_fc_model=mode == "fc")
 
 
 def score_entry(handler: Any, entry: dict, answer: dict | None, category: str, reply: Any, mode: Mode) -> dict:

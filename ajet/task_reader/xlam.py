@@ -38,7 +38,7 @@ def xlam_param_schema(spec: Any) -> tuple[dict[str, Any], bool]:
     if not isinstance(spec, dict):
         return {}, True
     raw = str(spec.get("type", "")).strip()
-    optional = bool(re.search(r",\s*optional\s*$", raw, re.I)) or "default" in spec and spec["default"] not in ("",)
+    optional = bool(re.search(r",\s*optional\s*$", raw, re.I)) or ("default" in spec and spec["default"] != "")
     base = re.sub(r",\s*optional\s*$", "", raw, flags=re.I).strip()
     outer = re.split(r"[\[\s|]", base, maxsplit=1)[0].lower()
     schema: dict[str, Any] = {}
