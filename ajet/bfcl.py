@@ -95,14 +95,17 @@ def checker_model_name(mode: Mode) -> str:
     raise ConfigError(f"bfcl-eval has no model entry with underscore_to_dot={want}; upgrade bfcl-eval")
 
 
-def make_handler(endpoint: Endpoint, mode: Mode, max_tokens: int, timeout_s: float):
-    """BFCL's OpenAI chat-completions handler, talking to `endpoint`, greedy, replies capped."""
+def make_handler(endpoint: Endpoint, mode: Mode, max_tokens: int, timeout_s: float | None):
+    """BFCL's OpenAI chat-completions handler, talking to `endpoint`, greedy, replies capped.
+
+    timeout_s None (a local model served in-process): wait as long as the queue takes and never
+    resend; a timed-out request would keep the engine busy while its retry queued behind it."""
     base = _bfcl()[2]
 
     class EndpointHandler(base):  # BFCL's handler; only where it connects and the reply cap differ
         def _build_client_kwargs(self) -> dict[str, Any]:
             return {"base_url": endpoint.base_url, "api_key": endpoint.api_key, "timeout": timeout_s,
-                    "max_retries": 1}
+                    "max_retries": 0 if timeout_s is None else 1}
 
         def generate_with_backoff(self, **kwargs):
             kwargs.setdefault("max_tokens", max_tokens)
@@ -162,7 +165,7 @@ def _infer_and_score(handler: Any, entry: dict, answer: dict | None, category: s
 
 
 async def run_categories(endpoint: Endpoint, categories: list[str], mode: Mode, *, limit: int | None,
-                         concurrency: int, max_tokens: int, timeout_s: float,
+                         concurrency: int, max_tokens: int, timeout_s: float | None,
                          on_record=None) -> list[dict]:
     """Every entry of `categories` through `endpoint`, `concurrency` requests at a time."""
     handler = make_handler(endpoint, mode, max_tokens, timeout_s)
@@ -242,7 +245,7 @@ async def _evaluate(model: str, categories: list[str], mode: Mode, out_dir: Path
         from ajet.serving.local import local_endpoint
 
         async with local_endpoint(model, out_dir, chat_template=chat_template) as endpoint:
-            return await run_categories(endpoint, categories, mode, **kwargs)
+            return await run_categories(endpoint, categories, mode, **{**kwargs, "timeout_s": None})
 
 
 def _first_model(base_url: str, api_key: str) -> str:
