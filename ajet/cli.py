@@ -1,4 +1,5 @@
-"""The `ajet` command line: train (the default command), `eval`, `serve` and `export`.
+"""The `ajet` command line: train (the default command), `eval`, `serve`, `export`, `setup`, `generate`,
+`bench` and `data`.
 
     ajet --conf my.yaml [--backbone debug] [--resume [PATH]] [--cfg] [key=value ...]
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
@@ -6,10 +7,14 @@
     ajet export --checkpoint PATH --out DIR [--merge]
     ajet setup BACKBONE [--force] [--python P]
     ajet generate {tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
+    ajet eval --benchmark bfcl --model M [--categories simple_python,multiple]
+    ajet export --checkpoint PATH --out DIR --gguf q8_0   |   ajet export --verify DIR
+    ajet bench --endpoint URL --model M
+    ajet data xlam IN --out DIR
 
 This module only parses arguments, loads the config and calls the command's function; the work
-lives in `ajet.backbone`, `ajet.evaluate`, `ajet.serve` and `ajet.trainer.export`, imported only
-when their command runs, so `--help` and `--cfg` stay fast (no torch). Every `AjetError` is printed
+lives in `ajet.backbone`, `ajet.evaluate`, `ajet.bfcl`, `ajet.serve`, `ajet.export`, `ajet.generate`,
+`ajet.bench` and `ajet.task_reader.xlam`, imported only when their command runs, so `--help` and `--cfg` stay fast (no torch). Every `AjetError` is printed
 as one red paragraph without a traceback and exits with its `exit_code` (2); Ctrl-C exits 130.
 """
 
@@ -23,7 +28,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup", "generate")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -33,9 +38,12 @@ commands:
   ajet [train] --conf X.yaml ...   train with the backbone (the default command)
   ajet eval --conf X.yaml ...      run the val split and report rewards
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
-  ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter or a merged model
+  ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter, a merged model or GGUF
   ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
   ajet generate tasks|demos ...    tasks and teacher demonstrations from an MCP server
+  ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
+  ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
+  ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -118,11 +126,39 @@ def _train(argv: list[str]) -> int:
 
 
 def _eval(argv: list[str]) -> int:
-    parser = _parser("eval", "Run the workflow on the val split and report rewards, success and merge stats.")
+    parser = _parser("eval", "Run the workflow on the val split and report rewards, success and merge stats; "
+                             "or score a model on a benchmark (--benchmark bfcl).")
     _add_config_arguments(parser)
     parser.add_argument("--model", metavar="PATH",
-                        help="model or checkpoint to evaluate instead of ajet.model.path")
+                        help="model or checkpoint to evaluate instead of ajet.model.path; with --benchmark also "
+                             "a model name or an OpenAI-compatible endpoint URL")
+    bench = parser.add_argument_group("benchmark (no config needed)")
+    bench.add_argument("--benchmark", choices=["bfcl"], help="bfcl: BFCL single-turn categories (ajet[bfcl])")
+    bench.add_argument("--categories", metavar="A,B", help="BFCL categories or groups (default: simple_python)")
+    bench.add_argument("--mode", choices=["prompt", "fc"], help="BFCL prompting or native tool calls (default: by model)")
+    bench.add_argument("--limit", type=int, metavar="N", help="first N entries of each category")
+    bench.add_argument("--out", metavar="DIR", help="output folder (default: runs/bfcl/<time>)")
+    bench.add_argument("--concurrency", type=int, default=8, help="requests in flight (default: %(default)s)")
+    bench.add_argument("--max-tokens", type=int, default=256, help="reply cap (default: %(default)s)")
+    bench.add_argument("--api-key", default="EMPTY", help="API key of the endpoint")
+    bench.add_argument("--served-model", metavar="NAME", help="model name at the endpoint (default: the first listed)")
+    parser.add_argument("--endpoint", metavar="URL", help="evaluate an OpenAI-compatible chat endpoint (engine.type="
+                        "chat_api): sets engine.base_url; --served-model and --api-key name the model and key")
     args = parser.parse_intermixed_args(argv)
+    if args.endpoint and not args.benchmark:
+        args.overrides[:0] = ["engine.type=chat_api", f"engine.base_url={args.endpoint}",
+                              f"engine.api_key={args.api_key}"]
+        if args.served_model:
+            args.overrides.insert(3, f"engine.model={args.served_model}")
+    if args.benchmark == "bfcl":
+        if not args.model:
+            parser.error("--benchmark bfcl needs --model (a model, checkpoint, folder or endpoint URL)")
+        from ajet.bfcl import run_bfcl
+
+        run_bfcl(args.model, categories=args.categories.split(",") if args.categories else None, mode=args.mode,
+                 out_dir=args.out, api_key=args.api_key, served_model=args.served_model, limit=args.limit,
+                 concurrency=args.concurrency, max_tokens=args.max_tokens)
+        return 0
     cfg = _load(args)
     if cfg is None:
         return 0
@@ -179,11 +215,29 @@ def _serve(argv: list[str]) -> int:
 
 def _export(argv: list[str]) -> int:
     parser = _parser("export", "Export a training checkpoint as a LoRA adapter, or as a merged model in "
-                               "Hugging Face format that transformers, vLLM and `ajet serve` load.")
-    parser.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint folder of a run")
-    parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
+                               "Hugging Face format that transformers, vLLM and `ajet serve` load; or as GGUF.")
+    parser.add_argument("--checkpoint", metavar="PATH",
+                        help="checkpoint or run folder (with --gguf also a model folder or name)")
+    parser.add_argument("--out", metavar="DIR", help="folder to write")
     parser.add_argument("--merge", action="store_true", help="merge the adapter into the base weights")
+    parser.add_argument("--gguf", choices=["f16", "q8_0", "q4_0"],
+                        help="write one GGUF file (llama.cpp) and a model card; measures greedy agreement")
+    parser.add_argument("--card-eval", action="append", default=[], metavar="EVAL_JSON",
+                        help="an eval.json (e.g. BFCL) to list in the model card; repeatable")
+    parser.add_argument("--verify", metavar="DIR", help="load an export (GGUF or model folder), answer a smoke prompt")
     args = parser.parse_args(argv)
+    if args.verify:
+        from ajet.export.gguf import verify_export
+
+        verify_export(args.verify)
+        return 0
+    if not args.checkpoint or not args.out:
+        parser.error("--checkpoint and --out are required (or --verify DIR)")
+    if args.gguf:
+        from ajet.export.gguf import export_gguf
+
+        export_gguf(args.checkpoint, args.out, args.gguf, card_evals=args.card_eval)
+        return 0
     from ajet.backbone.registry import export_checkpoint  # a backbone's own format goes to its export
 
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
@@ -213,6 +267,33 @@ def _generate(argv: list[str]) -> int:
     return generate_main(argv)
 
 
+def _bench(argv: list[str]) -> int:
+    from ajet.bench.load import add_arguments, run_from_args
+
+    parser = _parser("bench", "Streaming load test of an OpenAI-compatible chat endpoint over a matrix of "
+                              "concurrency and prompt/output lengths (vLLM's serving-benchmark metrics).")
+    add_arguments(parser)
+    return _exit_code(run_from_args(parser.parse_args(argv)))
+
+
+def _data(argv: list[str]) -> int:
+    parser = _parser("data", "Convert xlam-function-calling-60k-shaped data (query, tools, answers) into ajet "
+                             "train/val tasks for the function_call judge and SFT demonstrations.")
+    parser.add_argument("format", choices=["xlam"], help="input shape")
+    parser.add_argument("source", help="JSON array or JSON Lines file")
+    parser.add_argument("--out", required=True, metavar="DIR", help="writes train.jsonl, val.jsonl, sft.jsonl")
+    parser.add_argument("--val-ratio", type=float, default=0.1, help="share of rows for val (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="shuffle seed of the split (default: %(default)s)")
+    parser.add_argument("--limit", type=int, help="read at most N rows")
+    args = parser.parse_args(argv)
+    from ajet.task_reader.xlam import convert_xlam
+
+    counts = convert_xlam(args.source, args.out, val_ratio=args.val_ratio, seed=args.seed, limit=args.limit)
+    print(f"wrote {counts['train']} train tasks, {counts['val']} val tasks and {counts['sft']} SFT demonstrations "
+          f"to {args.out} ({counts['skipped']} bad rows skipped)")
+    return 0
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -231,7 +312,7 @@ def _exit_code(result: Any) -> int:
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
-    "generate": _generate,
+    "generate": _generate, "bench": _bench, "data": _data,
 }
 
 

@@ -1,4 +1,4 @@
-"""`ajet eval`: run the val split, print a report table, write eval.json (and episodes.jsonl)."""
+"""`ajet eval`: run the val split, print a report table, write eval.json, predictions.jsonl (and episodes)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,11 @@ def eval_report(batch: BatchResult, group_size: int) -> dict[str, Any]:
 
 async def evaluate(cfg: AjetConfig, engine, tokenizer, run_dir: Path | None, *, label: str = "eval",
                    step: int | None = None, episodes_file: str = "eval_episodes.jsonl",
-                   show_progress: bool = True) -> dict[str, Any]:
-    """Run the val split with a ready engine (the trainer calls this between steps)."""
+                   show_progress: bool = True, predictions_file: str | None = None) -> dict[str, Any]:
+    """Run the val split with a ready engine (the trainer calls this between steps).
+
+    predictions_file: also write one line per episode there (in run_dir): the task, the answer and
+    tool calls the workflow returned, the expected answer, the reward and its parts."""
     tasks = read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks
     if not tasks:
         raise TaskReaderError("the val split has no tasks: set task_reader.val or task_reader.split_ratio")
@@ -52,7 +55,22 @@ async def evaluate(cfg: AjetConfig, engine, tokenizer, run_dir: Path | None, *, 
     settings = settings_for(cfg, "val")
     async with RolloutStack(cfg, engine, tokenizer, run_dir, episodes_file) as stack:
         batch = await stack.runner.run(tasks, settings, label=label, step=step, show_progress=show_progress)
+    if predictions_file and run_dir is not None:
+        write_predictions(batch, run_dir / predictions_file)
     return eval_report(batch, settings.group_size)
+
+
+def write_predictions(batch: BatchResult, path: Path) -> Path:
+    """predictions.jsonl: per episode the query, expected answer, returned answer and calls, reward parts."""
+    with path.open("w", encoding="utf-8") as handle:
+        for e in batch.episodes:
+            output = e.output
+            row = {"task_id": e.task.task_id, "repeat": e.repeat, "query": e.task.query, "expected": e.task.answer,
+                   "answer": output.answer if output else None, "tool_calls": output.tool_calls if output else [],
+                   "reward": e.reward.total if e.reward else None, "parts": e.reward.parts if e.reward else {},
+                   "success": e.success, "error": e.error or e.judge_error}
+            handle.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+    return path
 
 
 def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
@@ -124,7 +142,7 @@ def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
     save_resolved_config(cfg, run_dir)
     engine = build_engine(cfg)
     tokenizer = load_tokenizer(cfg, engine)
-    report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir))
+    report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir, predictions_file="predictions.jsonl"))
     report["model"] = engine.model_name if cfg.engine.type == "chat_api" else cfg.model.path
     print_report(report, title=f"ajet eval · {cfg.project} · {report['model']}")
     (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")

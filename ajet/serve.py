@@ -276,6 +276,9 @@ def create_serve_app(
     app.include_router(router)
     for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
         app.include_router(extra)
+    from ajet.serving.metrics import mount_metrics
+
+    mount_metrics(app, engine, model_name)  # GET /metrics: Prometheus, vLLM's metric names
 
     install_error_handlers(app)
     return app

@@ -87,9 +87,12 @@ class FieldMapping(_Section):
 
 
 class TaskReaderConfig(_Section):
-    type: Literal["jsonl", "huggingface", "python"] = Field("jsonl", description="Where tasks come from.")
-    train: FilePath | None = Field(None, description="jsonl: train file. huggingface: train split name or data file.")
-    val: FilePath | None = Field(None, description="jsonl: val file. huggingface: val split name or data file.")
+    type: Literal["jsonl", "huggingface", "python", "xlam"] = Field(
+        "jsonl", description="Where tasks come from. xlam: function-calling rows shaped like xlam-60k (query, tools, "
+        "answers as JSON strings) from the train / val files."
+    )
+    train: FilePath | None = Field(None, description="jsonl, xlam: train file. huggingface: train split name or data file.")
+    val: FilePath | None = Field(None, description="jsonl, xlam: val file. huggingface: val split name or data file.")
     path: FilePath | None = Field(None, description="huggingface: local dataset folder or builder name (offline).")
     function: PluginRef | None = Field(
         None, description="python: 'module:fn' or 'file.py:fn' returning tasks (dicts or Task); called with split=."

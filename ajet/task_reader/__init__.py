@@ -3,6 +3,7 @@
     jsonl        one JSON object per line (cfg.train / cfg.val files)
     huggingface  `datasets.load_dataset` on a local folder or data files, offline
     python       a user function `fn(split, **cfg.kwargs)` returning dicts or Task objects
+    xlam         function-calling rows shaped like xlam-60k (query, tools, answers as JSON strings)
 
 The split rules are the same for every reader (docs/task_readers.md):
 - val comes from the val source when there is one (jsonl/huggingface: `cfg.val`; python: the
@@ -24,12 +25,14 @@ from ajet.task_reader.base import SkippedRow, TaskSet, split_tasks
 from ajet.task_reader.huggingface import read_huggingface_source
 from ajet.task_reader.jsonl import read_jsonl_source
 from ajet.task_reader.python import read_python_source
+from ajet.task_reader.xlam import read_xlam_source
 
 # type -> (read one source, does the config name a val source of its own?)
 READERS: dict[str, tuple[Callable[..., TaskSet], Callable[[Any], bool]]] = {
     "jsonl": (read_jsonl_source, lambda cfg: cfg.val is not None),
     "huggingface": (read_huggingface_source, lambda cfg: cfg.val is not None),
     "python": (read_python_source, lambda cfg: cfg.split_ratio is None),
+    "xlam": (read_xlam_source, lambda cfg: cfg.val is not None),
 }
 
 __all__ = ["READERS", "SkippedRow", "TaskSet", "read_tasks"]
@@ -66,14 +69,14 @@ def read_tasks(cfg: Any, split: Literal["train", "val"], base_dir: str | Path | 
 
 
 def _check(cfg: Any) -> None:
-    if cfg.type in ("jsonl", "huggingface") and cfg.val is not None and cfg.split_ratio is not None:
+    if cfg.type in ("jsonl", "huggingface", "xlam") and cfg.val is not None and cfg.split_ratio is not None:
         raise ConfigError(
             f"task_reader.val = {cfg.val!r} and task_reader.split_ratio = {cfg.split_ratio} are both set; "
             "use val for a separate val source, or split_ratio to cut val out of train, not both"
         )
-    if cfg.type == "jsonl" and cfg.kwargs:
+    if cfg.type in ("jsonl", "xlam") and cfg.kwargs:
         raise ConfigError(
-            f"task_reader.kwargs = {cfg.kwargs!r}: the jsonl reader takes no extra arguments "
+            f"task_reader.kwargs = {cfg.kwargs!r}: the {cfg.type} reader takes no extra arguments "
             "(kwargs are for the huggingface and python readers)"
         )
     if cfg.type != "python" and cfg.function is not None:

@@ -57,13 +57,15 @@ def export_checkpoint(
         else:
             _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
-    return out
+    return Path(out)
 
 
 @contextmanager
-def staged_folder(out: Path) -> Iterator[Path]:
-    """A temp folder next to `out` to write an export into: renamed to `out` when the block ends, removed
-    when it raises, so a failed export leaves nothing. `out` must not exist or be an empty folder."""
+def staged_folder(out: str | Path) -> Iterator[Path]:
+    """A temp folder next to `out`, renamed to `out` when the block succeeds and removed when it fails.
+
+    Refuses an `out` that exists and is not an empty folder."""
+    out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ import yaml
 from rich.console import Console
 
 from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
-from ajet.backbone.debug.state import truncate_metrics
+from ajet.backbone.debug.state import truncate_run_logs
 from ajet.backbone.launch import run_streaming
 from ajet.backbone.llamafactory import checkpoints
 from ajet.backbone.llamafactory.args import check_config, dataset_info, stage_args
@@ -149,7 +149,7 @@ class LlamaFactoryRun:
         parser = _ProgressParser(self.monitor, stage, done_steps)
         resumed = checkpoints.last_step(Path(args["output_dir"]))
         if resumed:
-            truncate_metrics(self.monitor.path, done_steps + resumed)
+            truncate_run_logs(self.monitor.path.parent, done_steps + resumed)
             parser.step = resumed
             console.print(f"{stage}: LLaMA-Factory resumes from checkpoint-{resumed}")
         log = self.work / f"{stage}.log"

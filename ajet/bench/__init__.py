@@ -1,0 +1,1 @@
+"""`ajet bench`: load testing of OpenAI-compatible servers (`load`)."""
