@@ -33,10 +33,18 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
     if kind == "hf":
         from ajet.engine.hf import HFEngine
 
-        return HFEngine.from_pretrained(
+        from ajet.trainer.policy import resolve_autocast
+
+        engine = HFEngine.from_pretrained(
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
+            prefix_cache_mb=cfg.engine.prefix_cache_mb,
         )
+        # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
+        weights = next(engine.model.parameters())
+        engine.autocast_dtype = resolve_autocast(cfg.model, engine.device, weights.dtype,
+                                                 sum(p.numel() for p in engine.model.parameters()))
+        return engine
     if kind == "remote":
         from ajet.engine.remote import RemoteEngine
 
