@@ -61,7 +61,9 @@ class AdapterSet:
             raise EngineError(f"no adapter {name!r} is loaded; loaded: {sorted(self.loaded) or 'none'}")
         with self._grads_kept():
             self.model.delete_adapter(name)
-        del self.loaded[name]
+            del self.loaded[name]
+            if self.loaded and not self._is_peft:
+                self.model.disable_adapters()  # peft made another adapter active: the default stays the model as is
 
     @contextmanager
     def scope(self, name: str | None) -> Iterator[None]:
