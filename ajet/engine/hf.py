@@ -36,7 +36,7 @@ from ajet.engine.adapters import AdapterSet
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.batch import RunningBatch
 from ajet.engine.kv_cache import PrefixCache
-from ajet.engine.sampling import _top_p_filter  # noqa: F401 - re-exported for tests and callers
+from ajet.engine.precision import CastWeights
 from ajet.engine.stepper import Stepper
 from ajet.errors import EngineError, ModelError
 
@@ -106,12 +106,14 @@ class HFEngine(Engine):
         self.weights_version = 0  # the trainer bumps it after updating weights in place
         self.lock = threading.RLock()  # held while a step runs; take it to update weights
         self.stats = EngineStats()
+        _check_attention_only(model)
         self.eos_ids = _eos_ids(model, tokenizer)
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.max_positions = _max_positions(model)
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
         self.adapters = AdapterSet(model)
         self._autocast_dtype = _autocast_dtype(autocast_dtype)
+        self._cast_weights = CastWeights(model, self._autocast_dtype)  # used only under autocast
         self._build_matcher = build_matcher
         self._weights_signature: tuple[int, int] | None = None
         self._weights_epoch = 0  # counts weight changes seen; rows remember it (their KV is of those weights)
@@ -172,6 +174,7 @@ class HFEngine(Engine):
     def autocast_dtype(self, value: Any) -> None:
         with self.lock:
             self._autocast_dtype = _autocast_dtype(value)
+            self._cast_weights = CastWeights(self.model, self._autocast_dtype)
             self.prefix_cache.clear()  # KV computed at another precision
 
     # ------------------------------------------------------------------ adapters
@@ -325,6 +328,7 @@ class HFEngine(Engine):
             if self._weights_signature is not None:
                 self.prefix_cache.clear()
                 self._weights_epoch += 1
+                self._cast_weights.weights_changed()
             self._weights_signature = signature
 
     @contextmanager
@@ -338,9 +342,10 @@ class HFEngine(Engine):
         try:
             dtype = self._autocast_dtype
             weights = next(self.model.parameters()).dtype
-            autocast = torch.autocast(device_type=self.device.type, dtype=dtype) \
-                if dtype is not None and dtype != weights else nullcontext()
-            with self.adapters.scope(adapter), autocast:
+            autocast = dtype is not None and dtype != weights
+            with self.adapters.scope(adapter), \
+                    torch.autocast(device_type=self.device.type, dtype=dtype) if autocast else nullcontext(), \
+                    self._cast_weights.swapped() if autocast else nullcontext():
                 yield
         finally:
             if was_training:
@@ -378,6 +383,17 @@ def _autocast_dtype(value: Any) -> Any:
     if value not in table:
         raise EngineError(f"autocast_dtype {value!r} is not one of bfloat16, float16, float32, off")
     return table[value]
+
+
+def _check_attention_only(model: Any) -> None:
+    """The engine's KV layout (batch.py) holds keys and values per token: models whose layers keep other
+    state (linear attention, convolutions, indexed attention) are refused up front."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
+    other = kinds - {"full_attention", "sliding_attention", "chunked_attention"}
+    if other:
+        raise ModelError(f"the hf engine runs attention-only models; this one has {sorted(other)} layers: "
+                         "serve it with vLLM (engine.type: remote)")
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 import torch
 
 from ajet.engine.base import SamplingParams
-from ajet.engine.hf import HFEngine, _Request, _top_p_filter
+from ajet.engine.hf import HFEngine, _Request
+from ajet.engine.sampling import _top_p_filter
 from ajet.errors import EngineError
 
 TEXTS = [
@@ -339,14 +341,29 @@ async def test_the_cache_is_dropped_when_the_weights_change(tiny_model_path):
 async def test_autocast_runs_the_model_in_bfloat16_with_float32_logprobs(engine, prompts):
     from ajet.trainer.logprobs import token_logprobs
 
-    dtypes = []
-    hook = engine.model.lm_head.register_forward_hook(lambda module, args, out: dtypes.append(out.dtype))
+    dtypes, weights = [], []
+    head = engine.model.lm_head
+    weight = head.weight
+
+    def record(module, args, out):
+        dtypes.append(out.dtype)
+        weights.append(module.weight.dtype)
+
+    hook = head.register_forward_hook(record)
     try:
         mixed = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
-        gen = await mixed.generate(prompts[2], SamplingParams(max_tokens=8, temperature=1.0, seed=5))
+        sampling = SamplingParams(max_tokens=8, temperature=1.0, seed=5)
+        gen = await mixed.generate(prompts[2], sampling)
     finally:
         hook.remove()
     assert mixed.autocast_dtype == torch.bfloat16 and set(dtypes) == {torch.bfloat16}
+    # The engine ran with bf16 copies of the Linear weights (no cast per step); the model's own are as they were.
+    assert set(weights) == {torch.bfloat16} and head.weight is weight and weight.dtype == torch.float32
+    assert engine.model.model.embed_tokens.weight is weight  # the tied embedding kept its float32 table
+    recast = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
+    recast._cast_weights.swapped = contextlib.nullcontext  # autocast casting the float32 weights each call
+    same = await recast.generate(prompts[2], sampling)
+    assert same.token_ids == gen.token_ids and same.logprobs == gen.logprobs  # the very same numbers
     full = await HFEngine(engine.model, engine.tokenizer).generate(prompts[2], SamplingParams(max_tokens=8, seed=5))
     ids = torch.tensor([prompts[2] + gen.token_ids])
     loss_mask = torch.zeros_like(ids)
