@@ -91,16 +91,19 @@ class PrefixCache:
         self.stats.hit_tokens += i
         return found
 
-    def gather(self, found: PrefixMatch) -> LayerKV:
-        """The keys and values of a matched prefix, per layer `(H, length, D)` (a copy)."""
-        import torch
-
-        layers = len(found.pieces[0][0].kv)
-        out = []
-        for layer in range(layers):
-            keys = [node.kv[layer][0][:, :n] for node, n in found.pieces]
-            values = [node.kv[layer][1][:, :n] for node, n in found.pieces]
-            out.append((torch.cat(keys, dim=1), torch.cat(values, dim=1)))
+    def stacked(self, matches: list[PrefixMatch], width: int, spare: int = 0) -> LayerKV:
+        """Per layer (b, H, width + spare, D) buffers holding match r's prefix in row r, right-aligned in the
+        first `width` columns; zeros elsewhere. Copied straight from the tree, once."""
+        template = next(m for m in matches if m.length).pieces[0][0].kv
+        out = [(k.new_zeros((len(matches), k.shape[0], width + spare, k.shape[2])),
+                v.new_zeros((len(matches), v.shape[0], width + spare, v.shape[2]))) for k, v in template]
+        for r, found in enumerate(matches):
+            position = width - found.length
+            for node, n in found.pieces:
+                for (keys, values), (k, v) in zip(out, node.kv):
+                    keys[r, :, position:position + n] = k[:, :n]
+                    values[r, :, position:position + n] = v[:, :n]
+                position += n
         return out
 
     def insert(self, namespace: str, tokens: Sequence[int], kv_of: Callable[[int, int], LayerKV]) -> int:

@@ -44,6 +44,35 @@ class StepOutcome:
     running: list[tuple[Any, int]] = field(default_factory=list)  # (request, tokens so far) still decoding
 
 
+@dataclass
+class _Prefilled:
+    """A prefill pass: its KV as computed (rows with holes), where each prompt's tokens sit, its logits."""
+
+    raw: LayerKV  # per layer (m, H, P + N, D)
+    columns: Any  # (m, L) long: the raw column of each token of prompt d, right-aligned (pad slots: 0)
+    lengths: list[int]  # tokens of each prompt
+    logits: Any  # (m, V) at each prompt's last token
+
+    def kv_of(self, d: int, start: int, end: int) -> LayerKV:
+        """Per layer (H, end - start, D): tokens start..end-1 of prompt d."""
+        offset = self.columns.shape[1] - self.lengths[d]
+        cols = self.columns[d, offset + start:offset + end]
+        return [(k[d].index_select(1, cols), v[d].index_select(1, cols)) for k, v in self.raw]
+
+    def compact(self, sources: list[int]) -> tuple[LayerKV, Any]:
+        """The prompts `sources` (with repeats) as right-aligned rows: KV per layer (b, H, L, D), mask (b, L)."""
+        import torch
+
+        index = torch.tensor(sources, dtype=torch.long, device=self.columns.device)
+        cols = self.columns[index]  # (b, L)
+        rows = index[:, None].expand_as(cols)  # (b, L)
+        kv = [(k[rows, :, cols].permute(0, 2, 1, 3), v[rows, :, cols].permute(0, 2, 1, 3)) for k, v in self.raw]
+        width = cols.shape[1]
+        starts = torch.tensor([width - self.lengths[d] for d in sources], device=cols.device)
+        mask = (torch.arange(width, device=cols.device)[None, :] >= starts[:, None]).long()  # (b, L)
+        return kv, mask
+
+
 class Stepper:
     """Runs steps for one engine: reads its model, cache, settings and counters."""
 
@@ -144,7 +173,7 @@ class Stepper:
 
     def _prefill_group(self, batch: RunningBatch, rows: list[Row], out: StepOutcome) -> None:
         try:
-            kv, mask, logits = self._prefill(rows)  # per layer (b, H, T, D), (b, T), (b, V)
+            done, copy_of = self._prefill(rows)
         except Exception as exc:  # noqa: BLE001
             if len(rows) > 1:  # find the request that fails: the others must not fail with it
                 for row in rows:
@@ -153,23 +182,15 @@ class Stepper:
             out.failed.append((rows[0].request, EngineError(f"prefill failed: {exc!r}")))
             self.engine.stats.failed += 1
             return
-
-        def kv_of_row(j: int, start: int, end: int) -> LayerKV:
-            offset = mask.shape[1] - len(rows[j].prompt_ids)
-            return [(k[j, :, offset + start:offset + end], v[j, :, offset + start:offset + end]) for k, v in kv]
-
-        keep = self._choose(rows, logits, out, kv_of_row)
+        logits = done.logits[copy_of] if len(done.lengths) < len(rows) else done.logits  # (b, V)
+        keep = self._choose(rows, logits, out, lambda j, s, e: done.kv_of(copy_of[j], s, e))
         if keep:
-            import torch
+            kv, mask = done.compact([copy_of[j] for j in keep])
+            batch.add([rows[j] for j in keep], kv, mask)
 
-            index = torch.tensor(keep, dtype=torch.long, device=mask.device)
-            batch.add([rows[j] for j in keep], [(k[index], v[index]) for k, v in kv], mask[index])
-
-    def _prefill(self, rows: list[Row]) -> tuple[LayerKV, Any, Any]:
-        """Prefill each row's prompt from its longest cached prefix. Returns the right-aligned KV per layer
-        (b, H, T, D), mask (b, T) and the last position's logits (b, V)."""
-        import torch
-
+    def _prefill(self, rows: list[Row]) -> tuple[_Prefilled, list[int]]:
+        """Prefill each row's prompt from its longest cached prefix; identical prompts once. Returns the
+        pass and, per row, the index of its prompt among the distinct ones."""
         engine, cache = self.engine, self.engine.prefix_cache
         prompts = [row.prompt_ids for row in rows]
         namespace = _namespace(rows[0])
@@ -183,20 +204,12 @@ class Stepper:
         else:
             copy_of, unique = list(range(len(prompts))), prompts
             matches = [PrefixMatch() for _ in prompts]
-        kv, mask, logits = self._forward_from(unique, matches, [cache.gather(m) if m.length else None for m in matches])
-        if cache.enabled:
-            for j, prompt in enumerate(unique):
-                offset = mask.shape[1] - len(prompt)
-                cache.insert(namespace, prompt, lambda s, e, j=j, o=offset: [(k[j, :, o + s:o + e], v[j, :, o + s:o + e])
-                                                                            for k, v in kv])
-        computed = sum(len(p) - m.length for p, m in zip(unique, matches))
+        done = self._forward_from(unique, matches)
+        for j, prompt in enumerate(unique):
+            cache.insert(namespace, prompt, lambda s, e, j=j: done.kv_of(j, s, e))
         engine.stats.prompt_tokens += sum(len(p) for p in prompts)
-        engine.stats.prefilled_tokens += computed
-        if len(unique) < len(prompts):
-            index = torch.tensor(copy_of, dtype=torch.long, device=mask.device)
-            kv = [(k[index], v[index]) for k, v in kv]
-            mask, logits = mask[index], logits[index]
-        return kv, mask, logits
+        engine.stats.prefilled_tokens += sum(len(p) - m.length for p, m in zip(unique, matches))
+        return done, copy_of
 
     def _prefill_shared_prefix(self, namespace: str, prompts: list[list[int]]) -> None:
         """Compute (and cache) the prefix all `prompts` share, once, when it is long enough to pay."""
@@ -208,17 +221,15 @@ class Stepper:
         found = cache.match(namespace, first[:shared])
         if shared - found.length < MIN_SHARED_PREFIX:
             return
-        kv, mask, _ = self._forward_from([first[:shared]], [found], [cache.gather(found) if found.length else None])
-        cache.insert(namespace, first[:shared], lambda s, e: [(k[0, :, s:e], v[0, :, s:e]) for k, v in kv])
+        done = self._forward_from([first[:shared]], [found])
+        cache.insert(namespace, first[:shared], lambda s, e: done.kv_of(0, s, e))
         engine.stats.prefilled_tokens += shared - found.length
 
-    def _forward_from(self, prompts: list[list[int]], matches: list[PrefixMatch],
-                      pasts: list[LayerKV | None]) -> tuple[LayerKV, Any, Any]:
+    def _forward_from(self, prompts: list[list[int]], matches: list[PrefixMatch]) -> _Prefilled:
         """One forward pass over the uncached part of each prompt, after its cached prefix.
 
-        Layout per row r with p_r cached and n_r new tokens, P = max p, N = max n:
-        columns [0, P) hold its prefix right-aligned, [P, P + N) its new tokens right-aligned.
-        Returns the KV compacted to right-aligned rows (b, H, L, D) with L = max len, mask (b, L), logits (b, V).
+        Layout per row r with c_r cached and n_r new tokens, P = max c, N = max n: columns [0, P) hold
+        its prefix right-aligned, [P, P + N) its new tokens right-aligned, pads (masked) elsewhere.
         """
         import torch
 
@@ -230,26 +241,22 @@ class Stepper:
         ids = torch.full((rows, width_new), engine._pad_id, dtype=torch.long)  # (b, N)
         mask = torch.zeros((rows, width_past + width_new), dtype=torch.long)  # (b, P + N)
         positions = torch.zeros((rows, width_new), dtype=torch.long)  # (b, N)
+        length = max(len(p) for p in prompts)
+        columns = torch.zeros((rows, length), dtype=torch.long)  # (b, L): where each prompt's tokens sit
         for r, (prompt, c, n) in enumerate(zip(prompts, cached, new)):
             ids[r, width_new - n:] = torch.tensor(prompt[c:], dtype=torch.long)
             mask[r, width_past - c:width_past] = 1
             mask[r, width_past + width_new - n:] = 1
             positions[r, width_new - n:] = torch.arange(c, c + n)
-        past_cache = BatchCache(_stack_pasts(pasts, cached, width_past, spare=width_new), length=width_past) if width_past \
-            else BatchCache()
-        logits = engine._forward(ids.to(device), mask.to(device), positions.to(device), past_cache)
-        # Compact: row r's tokens are columns [P - c, P) and [P + N - n, P + N); move them to the right end.
-        length = max(len(p) for p in prompts)
-        source = torch.zeros((rows, length), dtype=torch.long)  # (b, L): the column each compacted column comes from
-        out_mask = torch.zeros((rows, length), dtype=torch.long)
-        for r, (c, n) in enumerate(zip(cached, new)):
-            cols = list(range(width_past - c, width_past)) + list(range(width_past + width_new - n, width_past + width_new))
-            source[r, length - c - n:] = torch.tensor(cols, dtype=torch.long)
-            out_mask[r, length - c - n:] = 1
-        source = source.to(device)
-        kv = [(_take_columns(k, source), _take_columns(v, source)) for k, v in past_cache.tensors()]
-        return kv, out_mask.to(device), logits
-
+            columns[r, length - c - n:] = torch.cat([torch.arange(width_past - c, width_past),
+                                                     torch.arange(width_past + width_new - n, width_past + width_new)])
+        if width_past:
+            past = engine.prefix_cache.stacked(matches, width_past, spare=width_new)  # (b, H, P + N, D) buffers
+            cache = BatchCache(past, length=width_past)
+        else:
+            cache = BatchCache()
+        logits = engine._forward(ids.to(device), mask.to(device), positions.to(device), cache)
+        return _Prefilled(cache.tensors(), columns.to(device), [len(p) for p in prompts], logits)
 
     # ------------------------------------------------------------------ rows
     def _new_row(self, request: Any) -> Row:
@@ -322,27 +329,3 @@ class Stepper:
 def _namespace(row: Row) -> str:
     """The prefix-cache namespace of a row: its adapter (KV under another adapter differs)."""
     return row.request.sampling.adapter or ""
-
-
-def _stack_pasts(pasts: list[LayerKV | None], cached: list[int], width: int, spare: int) -> LayerKV:
-    """Per layer (b, H, width + spare, D): each row's cached prefix (H, c, D) right-aligned in the first
-    `width` columns, zeros before it; `spare` free columns after (where the forward pass appends)."""
-    import torch
-
-    template = next(p for p in pasts if p is not None)
-    out = []
-    for layer, (k0, v0) in enumerate(template):
-        keys = torch.zeros((len(pasts), k0.shape[0], width + spare, k0.shape[2]), dtype=k0.dtype, device=k0.device)
-        values = torch.zeros((len(pasts), v0.shape[0], width + spare, v0.shape[2]), dtype=v0.dtype, device=v0.device)
-        for r, (past, c) in enumerate(zip(pasts, cached)):
-            if past is not None:
-                keys[r, :, width - c:width] = past[layer][0]
-                values[r, :, width - c:width] = past[layer][1]
-        out.append((keys, values))
-    return out
-
-
-def _take_columns(tensor: Any, source: Any) -> Any:
-    """tensor (b, H, T, D) -> (b, H, L, D) with column l of row r taken from column source[r, l]."""
-    b, heads, _, dim = tensor.shape
-    return tensor.gather(2, source[:, None, :, None].expand(b, heads, source.shape[1], dim))

@@ -28,9 +28,9 @@ def cached_ids(cache: PrefixCache, tokens: list[int], namespace: str = "") -> li
     found = cache.match(namespace, tokens)
     if not found.length:
         return []
-    keys, values = cache.gather(found)[1]
+    keys, values = cache.stacked([found], found.length)[1]  # (1, H, n, D)
     assert torch.equal(values, -keys)
-    return (keys[0, :, 0] - 1).long().tolist()
+    return (keys[0, 0, :, 0] - 1).long().tolist()
 
 
 def test_longest_prefix_is_found_and_gathered_even_inside_an_edge():
@@ -91,5 +91,15 @@ def test_stored_kv_is_a_copy_not_a_view_of_the_source():
     source = torch.arange(6, dtype=torch.float32).reshape(1, 3, 2)  # (H, n, D), the "batch" KV
     cache.insert("", [1, 2, 3], lambda s, e: [(source[:, s:e], source[:, s:e])])
     source.zero_()  # the batch buffer is reused
-    keys, _ = cache.gather(cache.match("", [1, 2, 3]))[0]
+    keys, _ = cache.stacked([cache.match("", [1, 2, 3])], 3)[0]
     assert keys.flatten().tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_stacked_rows_are_right_aligned_with_zeros_before_and_spare_after():
+    cache = PrefixCache(max_bytes=10**6)
+    insert(cache, [1, 2, 3, 4])
+    insert(cache, [1, 2, 7])
+    found = [cache.match("", [1, 2, 3, 4]), cache.match("", [1, 2, 7, 9]), cache.match("", [5])]
+    keys, _ = cache.stacked(found, width=4, spare=2)[0]  # layer 0: keys hold the token ids
+    assert keys.shape == (3, HEADS, 6, DIM)
+    assert keys[:, 0, :, 0].tolist() == [[1, 2, 3, 4, 0, 0], [0, 1, 2, 7, 0, 0], [0, 0, 0, 0, 0, 0]]
