@@ -132,7 +132,8 @@ def main() -> None:
         results[label] = (seconds, lengths)
         s = engine.stats
         print(f"{label:16s} {seconds:7.1f} s · prefilled {s.prefilled_tokens} of {s.prompt_tokens} prompt tokens "
-              f"· {s.generated_tokens} generated · {s.forward_passes} forward passes · largest batch {s.largest_batch}")
+              f"· {s.generated_tokens} generated · {s.forward_passes} forward passes "
+              f"· largest batch {s.largest_batch}")
     ajet_seconds, lengths = results["ajet"]
     start = time.perf_counter()
     generated = run_generate(model, tokenizer, work, args.group, lengths, autocast)

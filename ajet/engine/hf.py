@@ -145,7 +145,6 @@ class HFEngine(Engine):
         device: 'auto' (CUDA when available), 'cpu', 'cuda' or 'cuda:N'. dtype: 'auto' (bfloat16 on
         CUDA when supported, float32 on CPU), 'float32', 'bfloat16' or 'float16'.
         """
-        import torch  # noqa: F401 - fail early without torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from ajet.models import resolve_model_path
@@ -267,7 +266,8 @@ class HFEngine(Engine):
                         request.future.set_result(generation)
                 _fail([r for r, _ in outcome.failed], None, errors=[e for _, e in outcome.failed])
         except asyncio.CancelledError:  # close(): nobody may wait forever on a request taken off the queue
-            _fail(waiting + admit + [r for r, _ in running], EngineError("the engine was closed before this request finished"))
+            closed = EngineError("the engine was closed before this request finished")
+            _fail(waiting + admit + [r for r, _ in running], closed)
             raise
 
     def _take_batch(self, backlog: list[_Request], running: list[tuple[_Request, int]] | tuple = ()) -> list[_Request]:

@@ -173,7 +173,8 @@ class PrefixCache:
 
     def _evict(self) -> None:
         while self.nbytes > self.max_bytes:
-            leaves = [n for root in self._roots.values() for n in _walk(root) if not n.children and n.parent is not None]
+            leaves = [n for root in self._roots.values() for n in _walk(root)
+                      if not n.children and n.parent is not None]
             if not leaves:
                 return
             victim = min(leaves, key=lambda n: n.last_used)

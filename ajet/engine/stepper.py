@@ -124,6 +124,7 @@ class Stepper:
         except Exception as exc:  # noqa: BLE001 - a failed forward pass fails the rows it was for
             error = EngineError(f"generation failed: {exc!r}")
             out.failed += [(row.request, error) for row in batch.rows]
+            engine.stats.failed += len(batch.rows)
             batch.keep([])
             return
         keep = self._choose(batch.rows, logits, out, kv_of_row=batch.row_kv)

@@ -83,7 +83,8 @@ async def test_plain_model_serves_each_adapter_and_itself_without_mixing(tiny_mo
 
 async def test_a_trainers_peft_model_keeps_its_adapter_and_trainable_flags(tiny_model_path, adapters, tokenizer):
     torch.manual_seed(7)
-    policy = get_peft_model(load(tiny_model_path), LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    lora = LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)
+    policy = get_peft_model(load(tiny_model_path), lora)
     trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
     engine = HFEngine(policy, tokenizer)
     engine.load_adapter("alpha", adapters["alpha"])
@@ -95,7 +96,8 @@ async def test_a_trainers_peft_model_keeps_its_adapter_and_trainable_flags(tiny_
     assert policy.active_adapter == "default"
     assert {n for n, p in policy.named_parameters() if p.requires_grad} == trainable  # nothing leaked to the optimizer
     assert close(own.logprobs, (await reference(policy, tokenizer, prompt, sampling)).logprobs)
-    alpha = await reference(PeftModel.from_pretrained(load(tiny_model_path), adapters["alpha"]), tokenizer, prompt, sampling)
+    alone = PeftModel.from_pretrained(load(tiny_model_path), adapters["alpha"])
+    alpha = await reference(alone, tokenizer, prompt, sampling)
     assert served.token_ids == alpha.token_ids and close(served.logprobs, alpha.logprobs)
     with pytest.raises(EngineError, match="'default' is one of the model's own adapters"):
         engine.load_adapter("default", adapters["beta"])

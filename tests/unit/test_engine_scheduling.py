@@ -45,7 +45,8 @@ async def test_requests_join_a_running_batch_and_finish_first(engine):
     short_prompt = encode(engine, "Hi")
     longer_prompt = encode(engine, "word " * 60)  # longer than the running row: the batch is padded on the left
     solo = fresh(engine, prefix_cache_mb=0)
-    expected = [await solo.generate(p, greedy(n)) for p, n in ((long_prompt, 80), (short_prompt, 5), (longer_prompt, 10))]
+    jobs = ((long_prompt, 80), (short_prompt, 5), (longer_prompt, 10))
+    expected = [await solo.generate(p, greedy(n)) for p, n in jobs]
 
     live = fresh(engine, prefix_cache_mb=0)
     running = asyncio.create_task(live.generate(long_prompt, greedy(80)))
@@ -171,8 +172,9 @@ async def test_a_broken_or_impossible_constraint_fails_only_its_request(engine):
         live.generate(prompt, SamplingParams(max_tokens=8, temperature=0.0, guided=impossible)),
         live.generate(prompt, greedy(8)), return_exceptions=True)
     assert isinstance(results[0], EngineError) and "ValueError('matcher broke')" in str(results[0])
-    assert isinstance(results[1], EngineError) and str(results[1]).startswith("constrained decoding left no allowed token")
+    assert isinstance(results[1], EngineError)
+    assert str(results[1]).startswith("constrained decoding left no allowed token")
     assert len(results[2].token_ids) == 8
     unbuildable = fresh(engine, build_matcher=lambda spec, tok, v: OnlyThese(**spec.value))
-    with pytest.raises(EngineError, match=r"cannot build the regex constraint for guided decoding: .*unexpected keyword"):
+    with pytest.raises(EngineError, match=r"cannot build the regex constraint for guided decoding: .*unexpected"):
         await unbuildable.generate(prompt, SamplingParams(guided=GuidedDecoding(kind="regex", value={"nope": 1})))
