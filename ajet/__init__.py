@@ -4,12 +4,11 @@
 """
 
 from ajet.errors import AjetError, ConfigError, PluginError
-from ajet.judge.base import Judge, Reward
+from ajet.judge.base import Judge
+from ajet.reward import Reward
 from ajet.samples import Sample
 from ajet.tuner import Tuner
-from ajet.workflow import Task, Workflow, WorkflowOutput, _rebuild
-
-_rebuild()
+from ajet.workflow import Task, Workflow, WorkflowOutput
 
 __version__ = "0.1.0"
 

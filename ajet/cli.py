@@ -2,7 +2,7 @@
 
     ajet --conf my.yaml [--backbone debug] [--resume [PATH]] [--cfg] [key=value ...]
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
-    ajet serve --model M [--host 127.0.0.1] [--port 8000]
+    ajet serve --model M [--host 127.0.0.1] [--port 8000] [--max-tokens 512] ...
     ajet export --checkpoint PATH --out DIR [--merge]
 
 This module only parses arguments, loads the config and calls the command's function; the work
@@ -128,22 +128,49 @@ def _eval(argv: list[str]) -> int:
 
 
 def _serve(argv: list[str]) -> int:
-    from ajet.config.schema import EngineConfig
+    from ajet.config.schema import EngineConfig, GatewayConfig, ModelConfig
+    from ajet.gateway.request import BODY_TIMEOUT_S, SERVE_MAX_TOKENS
 
     parser = _parser("serve", "Serve a model with the hf engine behind an OpenAI-compatible API "
                               "(chat completions, and completions with token ids for the remote engine).")
     parser.add_argument("--model", required=True, help="'smollm2-135m-instruct', 'tiny-random', a folder or a hub id")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    parser.add_argument("--served-model-name", metavar="NAME", help="name in /v1/models and responses "
+                        "(default: the --model value)")
     parser.add_argument("--chat-template", metavar="T", help="Jinja chat template, inline or a .jinja file")
+    parser.add_argument("--device", default="auto", choices=ModelConfig.model_fields["device"].annotation.__args__,
+                        help="default: %(default)s (CUDA when available)")
+    parser.add_argument("--dtype", default="auto", choices=ModelConfig.model_fields["dtype"].annotation.__args__,
+                        help="default: %(default)s (bfloat16 on CUDA, float32 on CPU)")
     parser.add_argument("--max-batch-size", type=int, metavar="N",
                         default=EngineConfig.model_fields["max_batch_size"].default,
                         help="most requests decoded together (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=int, metavar="N", default=SERVE_MAX_TOKENS,
+                        help="max_tokens of a chat request that sets none (default: %(default)s; "
+                             "completions default to 16, like vLLM)")
+    parser.add_argument("--max-request-bytes", type=int, metavar="N",
+                        default=GatewayConfig.model_fields["max_request_bytes"].default,
+                        help="larger request bodies get HTTP 413 (default: %(default)s)")
+    parser.add_argument("--body-timeout", type=float, metavar="S", default=BODY_TIMEOUT_S,
+                        help="seconds a request body may take to arrive before HTTP 408 (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=EngineConfig.model_fields["seed"].default,
+                        help="seed of requests that set none (default: %(default)s)")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                        help="uvicorn's log level (default: %(default)s)")
     args = parser.parse_args(argv)
+    for flag, value in (("--max-batch-size", args.max_batch_size), ("--max-tokens", args.max_tokens),
+                        ("--max-request-bytes", args.max_request_bytes), ("--body-timeout", args.body_timeout)):
+        if not value > 0:
+            parser.error(f"{flag} must be > 0, got {value}")
     from ajet.serve import main as serve_main
 
-    return _exit_code(serve_main(model=args.model, host=args.host, port=args.port,
-                                 chat_template=args.chat_template, max_batch_size=args.max_batch_size))
+    return _exit_code(serve_main(
+        model=args.model, host=args.host, port=args.port, chat_template=args.chat_template,
+        max_batch_size=args.max_batch_size, device=args.device, dtype=args.dtype,
+        served_model_name=args.served_model_name, default_max_tokens=args.max_tokens,
+        max_request_bytes=args.max_request_bytes, body_timeout_s=args.body_timeout, seed=args.seed,
+        log_level=args.log_level))
 
 
 def _export(argv: list[str]) -> int:

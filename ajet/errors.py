@@ -9,7 +9,8 @@
     ├── GatewayError             a gateway request was refused (carries an HTTP status)
     ├── JudgeError               a judge could not score an episode
     ├── CheckpointError          a checkpoint is missing, partial or incompatible
-    └── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)
+    ├── BackboneError            a backbone's environment or subprocess failed (swift, llamafactory)  exit 1
+    └── TrainingError            training cannot go on (updates non-finite N times in a row)        exit 1
 
 Messages state the rule, the value seen, and what to do about it.
 """
@@ -44,12 +45,15 @@ class EngineError(AjetError):
 
 
 class GatewayError(AjetError):
-    """A gateway request was refused; `status` is the HTTP status to answer with."""
+    """A gateway request was refused; `status` is the HTTP status to answer with, `param` the request
+    field at fault (OpenAI's `error.param`), when there is one."""
 
-    def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error"):
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error",
+                 param: str | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
+        self.param = param
 
 
 class JudgeError(AjetError):
@@ -64,5 +68,13 @@ class BackboneError(AjetError):
     """A backbone could not run: its managed environment failed to build, or its training subprocess
     exited non-zero (the message carries the backend's own error text). Exit code 1: the config was
     valid, the run itself failed."""
+
+    exit_code = 1
+
+
+class TrainingError(AjetError):
+    """Training stopped because going on would corrupt the run (e.g. the loss or the gradients were
+    non-finite for `trainer.max_nonfinite_updates` updates in a row). The last checkpoint is intact.
+    Exit code 1: the config was valid, the run itself failed."""
 
     exit_code = 1

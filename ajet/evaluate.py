@@ -104,9 +104,11 @@ def _model_folder(model: str, run_dir: Path) -> str:
 
 def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
     """The `ajet eval` command: build the engine, evaluate, print, save eval.json."""
+    from ajet.backbone.preflight import check_inputs
     from ajet.config.loader import save_resolved_config
     from ajet.engine.factory import build_engine
 
+    check_inputs(cfg, "eval")  # a bad workflow, judge or val file fails before the model loads
     run_dir = Path(cfg.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if model is not None:

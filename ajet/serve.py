@@ -6,31 +6,34 @@ with token-id prompts (`"prompt": [1, 2, 3]`) or text prompts, and answers like 
 `logprobs.tokens` as `"token_id:N"` strings (vLLM's `--return-tokens-as-token-ids`, on by default
 here) with `token_logprobs`, `finish_reason`, `stop_reason` and `usage`. So the `remote` engine
 works against it exactly as against vLLM. Bad input gets an OpenAI-style error body with status
-400 (404 for an unknown model or route, 413 for an oversized body), never a 500.
+400 (404 for an unknown model or route, 405 for a wrong method, 408 for a body that does not arrive,
+413 for an oversized body), never a 500. A client that disconnects cancels its generation.
 
-`main(model, ...)` loads the `hf` engine and runs uvicorn. The chat endpoint
-(`/v1/chat/completions`) comes from the gateway module and is mounted through `extra_routers`.
+`main(model, ...)` loads the `hf` engine and runs uvicorn; `ajet serve` (ajet/cli.py) is its command
+line. The chat endpoint (`/v1/chat/completions`) comes from the gateway module and is mounted through
+`extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens` (512).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
-import sys
 import time
 import uuid
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
+from ajet.gateway.request import (
+    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_sampling, error_response, gone_response,
+    install_error_handlers, openai_error, read_json, until_disconnected, validate,
+)
+from ajet.gateway.request import bad_request as _bad
 
 log = logging.getLogger(__name__)
 
@@ -40,14 +43,14 @@ MAX_CHOICES = 128  # prompts x n in one request
 class CompletionRequest(BaseModel):
     """The fields of vLLM's CompletionRequest that ajet serve honours; other fields are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: str | None = None
     prompt: str | list[StrictInt] | list[str] | list[list[StrictInt]]
     max_tokens: int | None = Field(16, ge=0)
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
-    n: int = Field(1, ge=1)
+    n: int = Field(1, ge=1, le=MAX_CHOICES)
     stop: str | list[str] | None = None
     stop_token_ids: list[StrictInt] | None = None
     seed: int | None = None
@@ -81,19 +84,13 @@ _UNSUPPORTED: dict[str, tuple[Any, ...]] = {
 }
 
 
-def error_response(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
-    """An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
-    return JSONResponse(body, status_code=status)
-
-
 class _Server:
     """State and handlers of one app: the engine, the tokenizer and the limits."""
 
     def __init__(self, engine: Engine, tokenizer: Any, model_name: str, aliases: Sequence[str],
-                 max_request_bytes: int, tokens_as_ids: bool):
+                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float):
         self.engine = engine
+        self.body_timeout_s = body_timeout_s
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.names = {model_name, *aliases}
@@ -111,9 +108,9 @@ class _Server:
             card["max_model_len"] = self.max_positions
         return {"object": "list", "data": [card]}
 
-    async def completions(self, request: Request) -> JSONResponse:
+    async def completions(self, request: Request) -> Response:
         try:
-            body = await self._read_json(request)
+            body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
             req = _validate(body)
             if req.model is not None and req.model not in self.names:
                 raise GatewayError(f"The model `{req.model}` does not exist; this server serves "
@@ -123,13 +120,15 @@ class _Server:
             if len(jobs) > MAX_CHOICES:
                 raise GatewayError(f"{len(prompts)} prompts x n={req.n} asks for {len(jobs)} completions; "
                                    f"at most {MAX_CHOICES} per request", code="too_many_choices")
-            generations = await asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j))
-                                                 for i, j in jobs))
+            work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j)) for i, j in jobs))
+            generations = await until_disconnected(request, work)
         except GatewayError as exc:
-            return error_response(exc.status, str(exc), exc.code, getattr(exc, "param", None))
+            return error_response(exc)
+        except ClientGone:
+            return gone_response()
         except AjetError as exc:
             log.warning("engine failed: %s", exc)
-            return error_response(500, f"the engine failed: {exc}", "engine_error")
+            return openai_error(503, f"the engine failed: {exc}", "engine_error")
         choices = [self._choice(k, prompts[i], gen, req) for k, ((i, _), gen) in enumerate(zip(jobs, generations))]
         completion_tokens = sum(len(g.token_ids) for g in generations)
         prompt_tokens = sum(len(p) for p in prompts)
@@ -142,23 +141,6 @@ class _Server:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         })
-
-    async def _read_json(self, request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_request_bytes:
-            raise GatewayError(f"request body is {declared} bytes; the limit is {self.max_request_bytes}",
-                               status=413, code="request_too_large")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_request_bytes:
-                raise GatewayError(f"request body exceeds the limit of {self.max_request_bytes} bytes",
-                                   status=413, code="request_too_large")
-            chunks.append(chunk)
-        try:
-            return json.loads(b"".join(chunks))
-        except ValueError as exc:
-            raise GatewayError(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
 
     def _prompts(self, req: CompletionRequest) -> list[list[int]]:
         raw = req.prompt
@@ -233,22 +215,17 @@ class _Server:
 
 
 def _validate(body: Any) -> CompletionRequest:
-    if not isinstance(body, dict):
-        raise _bad(f"request body must be a JSON object, got {type(body).__name__}", None)
-    try:
-        req = CompletionRequest.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        if where.startswith("prompt."):  # a union: pydantic's first branch error would mislead
-            raise _bad("invalid request: prompt must be a string, a list of token ids (integers), or a "
-                       "list of strings or of token-id lists", "prompt") from None
-        raise _bad(f"invalid request: {where}: {first['msg']} (got {str(first.get('input'))[:80]})",
-                   where.split(".")[0]) from None
+    req = validate(CompletionRequest, body, unions={
+        "prompt": "prompt must be a string, a list of token ids (integers), or a list of strings or of "
+                  "token-id lists",
+        "stop": "stop must be a string or a list of strings"})
     for name, neutral in _UNSUPPORTED.items():
         value = getattr(req, name)
         if value not in neutral:
             raise _bad(f"{name}={value!r} is not supported by ajet serve; leave it out", name)
+    check_sampling(temperature=req.temperature, top_p=req.top_p, seed=req.seed, stop=req.stop)
+    if req.seed is not None and req.seed + req.n - 1 > 2**63 - 1:  # choice j samples with seed + j
+        raise _bad(f"seed={req.seed} + n={req.n} leaves the 64-bit range; use a smaller seed", "seed")
     return req
 
 
@@ -264,12 +241,6 @@ def _sampling(req: CompletionRequest, index: int) -> SamplingParams:
     )
 
 
-def _bad(message: str, param: str | None) -> GatewayError:
-    error = GatewayError(message, status=400, code="invalid_request_error")
-    error.param = param  # type: ignore[attr-defined]
-    return error
-
-
 def create_serve_app(
     engine: Engine,
     tokenizer: Any,
@@ -279,13 +250,15 @@ def create_serve_app(
     aliases: Sequence[str] = (),
     max_request_bytes: int = 4_000_000,
     tokens_as_ids: bool = True,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> FastAPI:
     """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
 
     aliases: other names accepted in the request's `model` field. tokens_as_ids: write logprob tokens
-    as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`.
+    as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`. body_timeout_s: a request
+    body that has not fully arrived by then gets 408 and its connection is closed.
     """
-    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids)
+    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids, body_timeout_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -304,16 +277,7 @@ def create_serve_app(
     for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
         app.include_router(extra)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = "not_found" if exc.status_code == 404 else "method_not_allowed" if exc.status_code == 405 else None
-        return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code)
-
-    @app.exception_handler(Exception)
-    async def _crash(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s", request.url.path)
-        return error_response(500, f"internal error: {exc!r}", "internal_error")
-
+    install_error_handlers(app)
     return app
 
 
@@ -327,50 +291,29 @@ def main(
     device: str = "auto",
     dtype: str = "auto",
     served_model_name: str | None = None,
+    default_max_tokens: int = SERVE_MAX_TOKENS,
+    max_request_bytes: int = 4_000_000,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+    seed: int = 0,
     log_level: str = "info",
 ) -> None:
-    """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine."""
+    """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine.
+    `ajet serve --help` (ajet/cli.py) describes every argument."""
     import uvicorn
 
     from ajet.engine.hf import HFEngine
-    from ajet.models import resolve_model_path
+    from ajet.gateway.server import Gateway
+    from ajet.models import read_chat_template, resolve_model_path
 
     path = resolve_model_path(model)
     name = served_model_name or model
     engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
-                                      model_name=name)
-    from ajet.gateway.server import Gateway
-    from ajet.models import read_chat_template
-
-    template = read_chat_template(chat_template)
+                                      model_name=name, seed=seed)
     # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
-    chat = Gateway(engine, engine.tokenizer, model_name=name, chat_template=template, require_key=False)
-    extra_routers: list[APIRouter] = [chat.router]
-    app = create_serve_app(engine, engine.tokenizer, name, extra_routers=extra_routers, aliases=[path])
+    chat = Gateway(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
+                   require_key=False, default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
+                   body_timeout_s=body_timeout_s)
+    app = create_serve_app(engine, engine.tokenizer, name, extra_routers=[chat.router], aliases=[path],
+                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
     app.state.chat_template = chat_template
     uvicorn.run(app, host=host, port=port, log_level=log_level)
-
-
-def cli(argv: Sequence[str] | None = None) -> int:
-    """`python -m ajet.serve --model M [--host H] [--port P] ...`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="ajet serve", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="smollm2-135m-instruct, tiny-random, a folder or a hub id")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--chat-template", default=None, help="Jinja chat template (text or .jinja file)")
-    parser.add_argument("--max-batch-size", type=int, default=16)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--served-model-name", default=None)
-    args = parser.parse_args(argv)
-    try:
-        main(args.model, args.host, args.port, args.chat_template, args.max_batch_size, device=args.device,
-             dtype=args.dtype, served_model_name=args.served_model_name)
-    except AjetError as exc:
-        print(f"ajet serve: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ajet.reward import Reward
+
 if TYPE_CHECKING:
-    from ajet.judge.base import Reward
     from ajet.tuner import Tuner
 
 
@@ -57,9 +58,3 @@ class Workflow(abc.ABC):
     @abc.abstractmethod
     async def execute(self, task: Task, tuner: Tuner) -> WorkflowOutput:
         """Run one episode of `task`, calling the model only through `tuner`."""
-
-
-def _rebuild() -> None:
-    from ajet.judge.base import Reward  # noqa: F401  (resolves the forward reference)
-
-    WorkflowOutput.model_rebuild()

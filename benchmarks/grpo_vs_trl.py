@@ -121,7 +121,7 @@ class AjetSide:
         from ajet.config.schema import GrpoConfig, LoraConfig, ModelConfig, TrainerConfig
         from ajet.engine.base import SamplingParams
         from ajet.engine.hf import HFEngine
-        from ajet.gateway.render import ChatRenderer
+        from ajet.render import ChatRenderer
         from ajet.trainer.optim import build_optimizer, build_scheduler
         from ajet.trainer.policy import load_policy
 

@@ -110,7 +110,11 @@ def get(name: str) -> Backbone:
 
 
 def run_backbone(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
-    """Train `cfg` with the backbone `cfg.backbone.name`."""
+    """Train `cfg` with the backbone `cfg.backbone.name`, after checking its inputs (in seconds, before
+    any weights load or backend environment is built)."""
+    from ajet.backbone.preflight import check_inputs
+
     backbone = get(cfg.backbone.name)
     backbone.check(cfg)
+    check_inputs(cfg, "train")
     return backbone.call("run", cfg, resume)

@@ -31,11 +31,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
-from ajet.config import walk
+from ajet.config import groups, walk
 from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
 from ajet.errors import ConfigError
 
-PACKAGED_CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 COMMAND_LINE = "the command line"
 PACKAGED = "the packaged defaults"
 # A relative FilePath value with one of these suffixes is a path even when nothing exists there yet,
@@ -57,13 +56,25 @@ def available_backbones() -> list[str]:
 def load_config(
     conf: str | Path | None, overrides: Sequence[str] = (), backbone: str | None = None
 ) -> AjetConfig:
-    """Compose defaults, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`."""
+    """Compose defaults, presets, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`."""
     conf_path = Path(conf) if conf is not None else None
-    user = _read_user_yaml(conf_path) if conf_path is not None else OmegaConf.create({})
+    folders = groups.search_path(conf_path)
+    user, yaml_defaults = _read_user_yaml(conf_path) if conf_path is not None else (OmegaConf.create({}), [])
     sources = _Sources(conf_path, user)
-    hydra_overrides, group_choice = _prepare_overrides(list(overrides), sources)
-    hydra_overrides = _backbone_overrides(backbone or group_choice, user, sources) + hydra_overrides
-    composed = _compose(user, hydra_overrides, sources)
+    picks = {p.group: p for p in (groups.pick(g, o, folders, sources.label, False) for g, o in yaml_defaults)}
+    hydra_overrides, cli_picks = _prepare_overrides(list(overrides), sources, folders)
+    if backbone is not None:
+        cli_picks["backbone"] = backbone
+    for group, option in cli_picks.items():
+        if group != "backbone":
+            picks[group] = groups.pick(group, option, folders, COMMAND_LINE, True)
+            if "ajet" in user:  # the preset replaces the YAML's section (its args fit another type)
+                for key in groups.REPLACED_BY_PICK.get(group, ()):
+                    user.ajet.pop(key, None)
+    sources.user_keys = _key_paths(OmegaConf.to_container(user, resolve=False))
+    hydra_overrides = _pick_backbone(cli_picks.get("backbone"), user, picks, folders, sources) + hydra_overrides
+    sources.picks = list(picks.values())
+    composed = _compose(user, list(picks.values()), hydra_overrides, folders, sources)
     data = _resolve(composed, sources)
     _resolve_paths(data, sources)
     try:
@@ -76,33 +87,58 @@ def load_config(
     return cfg
 
 
-def _backbone_overrides(cli_choice: str | None, user: DictConfig, sources: _Sources) -> list[str]:
-    """Pick the backbone group: --backbone (or `backbone=B`), else the name the YAML gives."""
-    choice = cli_choice
+def _pick_backbone(cli_choice: str | None, user: DictConfig, picks: dict[str, groups.Pick],
+                   folders: list[Path], sources: _Sources) -> list[str]:
+    """The backbone: --backbone (or `backbone=B`), else the YAML's defaults pick or ajet.backbone.name,
+    else debug. Its preset (conf/backbone/<name>.yaml), when there is one, joins the picks."""
+    yaml_pick = picks.pop("backbone", None)
+    peeked = OmegaConf.select(user, "ajet.backbone.name", default=None, throw_on_resolution_failure=False)
+    choice = cli_choice or (yaml_pick.option if yaml_pick else None) or (peeked if isinstance(peeked, str) else None)
+    source = COMMAND_LINE if cli_choice is not None else sources.label
+    _check_backbone(choice or "debug", source)
     if choice is None:
-        peeked = OmegaConf.select(user, "ajet.backbone.name", default=None, throw_on_resolution_failure=False)
-        choice = peeked if isinstance(peeked, str) and peeked in available_backbones() else None
-    if choice is None:
-        return []
-    _check_backbone(choice, COMMAND_LINE if cli_choice is not None else sources.label)
+        choice = "debug"
+    preset = groups.option_file("backbone", choice, folders)
+    if preset is not None:
+        picks["backbone"] = groups.Pick("backbone", choice, preset, cli_choice is not None)
     if cli_choice is None:
-        return [f"backbone={choice}"]
+        return []
     sources.cli_keys.add(("ajet", "backbone", "name"))
-    return [f"backbone={choice}", f"ajet.backbone.name={choice}"]  # the command line beats the YAML
+    return [f"ajet.backbone.name={choice}"]  # the command line beats the YAML
 
 
 class _Sources:
-    """Which layer set a key path: the command line, the user YAML, or the packaged defaults."""
+    """Which layer set a key path: the command line, a preset, the user YAML, or the packaged defaults."""
 
     def __init__(self, conf_path: Path | None, user: DictConfig):
         self.conf_path = conf_path
         self.label = str(conf_path) if conf_path is not None else PACKAGED
         self.user_keys = _key_paths(OmegaConf.to_container(user, resolve=False))
         self.cli_keys: set[tuple] = set()
+        self.picks: list[groups.Pick] = []
+        self._preset_keys: dict[int, set[tuple]] = {}
+
+    def _preset_sets(self, pick: groups.Pick, path: tuple) -> bool:
+        if id(pick) not in self._preset_keys:
+            raw = OmegaConf.to_container(OmegaConf.load(pick.file), resolve=False) or {}
+            prefix = tuple(pick.package.split("."))
+            self._preset_keys[id(pick)] = _key_paths(raw, prefix) if isinstance(raw, dict) else set()
+        return any(path[: len(k)] == k for k in self._preset_keys[id(pick)])
+
+    def _preset(self, path: tuple, from_command_line: bool) -> groups.Pick | None:
+        for pick in self.picks:
+            if pick.from_command_line == from_command_line and self._preset_sets(pick, path):
+                return pick
+        return None
 
     def of(self, path: tuple) -> str:
         if any(path[: len(k)] == k for k in self.cli_keys):
             return COMMAND_LINE
+        pick = self._preset(path, from_command_line=True)
+        if pick is None and not any(path[: len(k)] == k for k in self.user_keys):
+            pick = self._preset(path, from_command_line=False)
+        if pick is not None:
+            return pick.label(groups.packaged_conf_dir())
         if any(path[: len(k)] == k for k in self.user_keys):
             return self.label
         return PACKAGED
@@ -111,9 +147,9 @@ class _Sources:
         source = self.of(path)
         if source == COMMAND_LINE:
             return Path.cwd()
-        if source == PACKAGED or self.conf_path is None:
-            return None
-        return self.conf_path.resolve().parent
+        if source == PACKAGED or self.conf_path is None or source.startswith("the preset conf/"):
+            return None  # packaged values are not paths to rewrite
+        return self.conf_path.resolve().parent  # the YAML and the presets in its own conf/ folder
 
 
 def _key_paths(data: Any, prefix: tuple = ()) -> set[tuple]:
@@ -125,7 +161,8 @@ def _key_paths(data: Any, prefix: tuple = ()) -> set[tuple]:
     return out
 
 
-def _read_user_yaml(path: Path) -> DictConfig:
+def _read_user_yaml(path: Path) -> tuple[DictConfig, list[tuple[str, str]]]:
+    """The YAML's `ajet:` section, and the (group, option) picks of its `defaults:` list."""
     if not path.exists():
         raise ConfigError(f"config file {str(path)!r} does not exist (current directory: {os.getcwd()})")
     if not path.is_file():
@@ -146,19 +183,41 @@ def _read_user_yaml(path: Path) -> DictConfig:
         raise ConfigError(f"{path}: the file must be a mapping with one top-level key 'ajet:'; "
                           "found a list")
     for key in loaded.keys():
-        if key != "ajet":
+        if key not in ("ajet", "defaults"):
             raise ConfigError(f"{path}: unknown top-level key {key!r}; {_top_level_hint(str(key))}")
+    picks = _defaults_list(path, OmegaConf.to_container(loaded).get("defaults", []))
+    loaded.pop("defaults", None)
     if "ajet" in loaded and loaded.ajet is None:
         loaded.ajet = {}
     if "ajet" in loaded and not isinstance(loaded.ajet, DictConfig):
         raise ConfigError(f"{path}: 'ajet:' must be a mapping of settings, got {OmegaConf.to_container(loaded)['ajet']!r}")
-    return loaded
+    return loaded, picks
+
+
+def _defaults_list(path: Path, entries: Any) -> list[tuple[str, str]]:
+    """`defaults: [{judge: function_call}, {model: tiny-random}]` as (group, option) pairs."""
+    shape = "a list of `- group: option` entries, e.g. `- judge: function_call`"
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: 'defaults:' must be {shape}; got {entries!r}")
+    picks: list[tuple[str, str]] = []
+    for entry in entries:
+        if entry == "_self_":
+            continue  # ajet always puts your own keys after the presets of this list
+        if not (isinstance(entry, dict) and len(entry) == 1):
+            raise ConfigError(f"{path}: defaults entry {entry!r} is not `group: option`; 'defaults:' must be {shape}")
+        (group, option), = entry.items()
+        if not isinstance(option, str):
+            raise ConfigError(f"{path}: defaults entry {entry!r}: the option must be a preset name, got {option!r}")
+        picks.append((str(group).removeprefix("override ").strip(), option))
+    return picks
 
 
 def _top_level_hint(key: str) -> str:
-    if key in ("defaults", "hydra"):
-        return ("a user YAML holds only an 'ajet:' section; ajet composes its packaged defaults itself, "
-                "so remove the Hydra boilerplate")
+    if key == "hydra":
+        return ("a user YAML holds an 'ajet:' section and optionally a 'defaults:' list of presets; ajet "
+                "finds its packaged config and your conf/ folder itself, so remove the Hydra boilerplate")
     if key in AjetConfig.model_fields:
         return f"settings live under 'ajet:'; move it to ajet.{key}"
     if difflib.get_close_matches(key, ["ajet"], n=1):
@@ -166,15 +225,16 @@ def _top_level_hint(key: str) -> str:
     return "everything ajet reads lives under 'ajet:'"
 
 
-def _prepare_overrides(overrides: list[str], sources: _Sources) -> tuple[list[str], str | None]:
+def _prepare_overrides(overrides: list[str], sources: _Sources,
+                       folders: list[Path]) -> tuple[list[str], dict[str, str]]:
     """Parse each override with Hydra's own parser, add the optional `ajet.` prefix, check keys.
-    Returns the overrides for Hydra and the backbone picked by a `backbone=B` override, if any."""
+    Returns the overrides for Hydra and the group picks (`judge=function_call`, `backbone=swift`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     parser = OverridesParser.create()
     out: list[str] = []
-    backbone: str | None = None
+    picks: dict[str, str] = {}
     for line in overrides:
         try:
             (override,) = parser.parse_overrides([line])
@@ -183,9 +243,13 @@ def _prepare_overrides(overrides: list[str], sources: _Sources) -> tuple[list[st
             detail = detail.split(" expecting ")[0]
             raise ConfigError(f"bad command-line override {line!r}: {detail}; {_OVERRIDE_HELP}") from None
         key = override.key_or_group
-        if key == "backbone" and override.package is None and not override.is_delete():
-            backbone = str(override.value())  # `backbone=swift` picks the group, like --backbone
-            continue
+        group = groups.canonical(key.removeprefix("ajet."))
+        value = None if override.is_delete() or override.is_add() else override.value()
+        if override.package is None and isinstance(value, str) and groups.is_group_name(group):
+            # `judge=function_call` picks a preset; `workflow=agent.py:Agent` (no such preset) sets the key.
+            if group == "backbone" or groups.option_file(group, value, folders) is not None or group != "workflow":
+                picks[group] = value
+                continue
         if override.package is not None or key == "ajet" or key.startswith("ajet."):
             out.append(line)
         else:
@@ -196,7 +260,7 @@ def _prepare_overrides(overrides: list[str], sources: _Sources) -> tuple[list[st
             path = tuple(key.split("."))
             _check_key(path, COMMAND_LINE)
             sources.cli_keys.add(path)
-    return out, backbone
+    return out, picks
 
 
 def _check_key(path: tuple[str, ...], source: str) -> None:
@@ -225,8 +289,13 @@ def _check_backbone(name: str, source: str) -> None:
         raise ConfigError(f"unknown backbone {name!r} (from {source}); expected one of: {', '.join(names)}{hint}")
 
 
-def _compose(user: DictConfig, overrides: list[str], sources: _Sources) -> DictConfig:
-    """Run Hydra's Compose API on a temporary primary config holding the user YAML."""
+def _compose(user: DictConfig, picks: list[groups.Pick], overrides: list[str], folders: list[Path],
+             sources: _Sources) -> DictConfig:
+    """Run Hydra's Compose API on a temporary primary config holding the user YAML.
+
+    Defaults list: schema defaults, the packaged root (conf/ajet.yaml), the YAML's own picks, the
+    YAML itself (`_self_`), then the command line's picks, which therefore win over the YAML.
+    """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -234,9 +303,15 @@ def _compose(user: DictConfig, overrides: list[str], sources: _Sources) -> DictC
     with tempfile.TemporaryDirectory(prefix="ajet-conf-") as tmp:
         defaults = {"ajet": walk.schema_defaults(RootConfig)["ajet"]}
         OmegaConf.save(OmegaConf.create(defaults), Path(tmp) / "_ajet_schema_defaults.yaml")
+        # A copy, so a user's own conf/ajet.yaml can never shadow the packaged root.
+        root = OmegaConf.load(groups.packaged_conf_dir() / "ajet.yaml")
+        root.pop("defaults", None)
+        OmegaConf.save(root, Path(tmp) / "_ajet_packaged_root.yaml")
         primary = OmegaConf.create({
-            "defaults": ["_ajet_schema_defaults", "ajet", "_self_"],
-            "hydra": {"searchpath": [f"file://{PACKAGED_CONF_DIR}"]},
+            "defaults": ["_ajet_schema_defaults", "_ajet_packaged_root",
+                         *[p.defaults_entry for p in picks if not p.from_command_line], "_self_",
+                         *[p.defaults_entry for p in picks if p.from_command_line]],
+            "hydra": {"searchpath": [f"file://{folder}" for folder in folders]},
         })
         primary.merge_with(user)
         OmegaConf.save(primary, Path(tmp) / "_ajet_user.yaml")

@@ -10,6 +10,7 @@ there. A unit test fails when a field has no description or when docs/configurat
 from __future__ import annotations
 
 import json
+import re
 import sys
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -21,7 +22,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from ajet.config import walk
-from ajet.config.loader import PACKAGED_CONF_DIR, available_backbones
+from ajet.config.groups import packaged_conf_dir
+from ajet.config.loader import available_backbones
 from ajet.config.schema import FILE_PATH, PLUGIN_REF, RootConfig
 
 _INTRO = """\
@@ -49,17 +51,18 @@ ajet:
 Hydra composes these layers, later ones winning, then pydantic validates the result:
 
 1. the defaults of every field (the tables below);
-2. the packaged config, `ajet/conf/ajet.yaml`, with the config groups `conf/backbone/<name>.yaml`
-   (picked by `--backbone`, one of: {backbones}) and `conf/algorithm/<name>.yaml` (the `ajet.grpo`,
-   `ajet.sft` and `ajet.dpo` sections);
-3. your YAML (`--conf`); no `defaults:` list or `hydra:` search path is needed, or allowed;
-4. overrides on the command line, in
+2. the packaged root, `conf/ajet.yaml` (shipped inside the wheel as `ajet/conf/`);
+3. the presets your YAML picks in its `defaults:` list (see [Presets](#presets) and
+   [presets.md](presets.md)), then your YAML's own `ajet:` keys (`--conf`);
+4. the command line: presets picked there (`judge=function_call`, `model=tiny-random`,
+   `--backbone=swift`; one of: {backbones}), then overrides in
    [Hydra's override grammar](https://hydra.cc/docs/advanced/override_grammar/basic/):
 
 ```
 ajet --conf my.yaml --backbone=debug trainer.steps=3        # the ajet. prefix is optional
 ajet --conf my.yaml ajet.rollout.group_size=8 'algorithm=[sft,grpo]'
-ajet --conf my.yaml +workflow_args.max_hops=3 ~experiment  # + adds a key, ~ deletes one
+ajet --conf my.yaml judge=function_call model=tiny-random   # pick presets by name
+ajet --conf my.yaml +workflow_args.max_hops=3 ~trainable_agents  # + adds a key, ~ deletes one
 ajet --conf my.yaml --cfg                                   # print the resolved config, run nothing
 ```
 
@@ -91,7 +94,7 @@ invalid config: ajet.rollout.group_sise = 3 (from my.yaml): unknown key; did you
 def render() -> str:
     """The whole reference page as Markdown."""
     packaged = _packaged_values()
-    parts = [_INTRO.replace("{backbones}", ", ".join(f"`{b}`" for b in available_backbones()))]
+    parts = [_INTRO.replace("{backbones}", ", ".join(f"`{b}`" for b in available_backbones())), _presets()]
     tables: dict[str, list[str]] = {}
     descriptions: dict[str, str] = {}
     for path, field, section in walk.iter_fields(RootConfig, ""):
@@ -108,6 +111,23 @@ def render() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _presets() -> str:
+    """The packaged presets, by group, each with the first line of its comment."""
+    root = packaged_conf_dir()
+    lines = ["## Presets", "",
+             "Pick one by name on the command line (`judge=function_call`) or in your YAML's `defaults:` "
+             "list; add your own in a `conf/<group>/` folder beside your YAML ([presets.md](presets.md)).", "",
+             "| Group | Preset | What it sets |", "|---|---|---|"]
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        for preset in sorted(folder.glob("*.yaml")):
+            comments = [ln[1:].strip() for ln in preset.read_text().splitlines()
+                        if ln.startswith("#") and not ln.startswith("# @package")]
+            text = " ".join(comments)
+            summary = re.split(r"(?<=\.)\s", text.split(": ", 1)[-1] if text.startswith("`") else text)[0]
+            lines.append(f"| `{folder.name}` | `{preset.stem}` | {summary.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
 def missing_descriptions() -> list[str]:
     """Key paths of fields that have no description (the reference would have a hole there)."""
     return [path for path, field, _ in walk.iter_fields(RootConfig, "") if not (field.description or "").strip()]
@@ -115,7 +135,7 @@ def missing_descriptions() -> list[str]:
 
 def _packaged_values() -> dict[str, Any]:
     """Values set in the packaged ajet.yaml (unresolved), by dotted key path."""
-    raw = OmegaConf.to_container(OmegaConf.load(PACKAGED_CONF_DIR / "ajet.yaml"), resolve=False)
+    raw = OmegaConf.to_container(OmegaConf.load(packaged_conf_dir() / "ajet.yaml"), resolve=False)
     out: dict[str, Any] = {}
 
     def flatten(node: Any, prefix: str) -> None:

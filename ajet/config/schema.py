@@ -156,7 +156,6 @@ class GatewayConfig(_Section):
     host: str = Field("127.0.0.1", description="Interface the gateway binds.")
     port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
     max_request_bytes: int = Field(4_000_000, ge=1024, description="Larger request bodies get HTTP 413.")
-    tool_parser: Literal["hermes"] = Field("hermes", description="How tool calls are parsed from model output.")
 
 
 class GrpoConfig(_Section):
@@ -199,6 +198,13 @@ class TrainerConfig(_Section):
     keep_last: int | None = Field(None, ge=1, description="Keep only the newest N checkpoints (None: all).")
     eval_every: int = Field(0, ge=0, description="Run the val split every N steps (0: never during training).")
     seed: int = Field(0, description="Seed of torch, sampling and data order.")
+    max_nonfinite_updates: int = Field(
+        3, ge=1, description="An optimizer update whose loss or gradient is NaN or inf is skipped (the weights "
+        "stay as they were); this many skipped in a row stop the run with exit code 1.")
+    resume_accept: list[str] = Field(
+        default_factory=list, description="Config keys (or sections, e.g. rollout) that --resume may find "
+        "changed from the checkpoint's config although they change the training, e.g. [trainer.lr]. Keys "
+        "that do not change the training (trainer.steps, output_dir, eval, ...) never need it.")
 
 
 class EvalConfig(_Section):
@@ -216,7 +222,6 @@ class BackboneConfig(_Section):
 
 class AjetConfig(_Section):
     project: str = Field("ajet", description="Project name, used in the run folder path.")
-    experiment: str | None = Field(None, description="Optional experiment name shown in reports.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     workflow: PluginRef = Field(description="The workflow class, 'module:Class' or 'file.py:Class'.")
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the workflow.")

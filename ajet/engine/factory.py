@@ -32,8 +32,7 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
     kind = cfg.engine.type
     if kind == "hf":
         from ajet.engine.hf import HFEngine
-
-        from ajet.trainer.policy import resolve_autocast
+        from ajet.models import resolve_autocast
 
         engine = HFEngine.from_pretrained(
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
@@ -42,7 +41,7 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
         )
         # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
         weights = next(engine.model.parameters())
-        engine.autocast_dtype = resolve_autocast(cfg.model, engine.device, weights.dtype,
+        engine.autocast_dtype = resolve_autocast(cfg.model.autocast, engine.device, weights.dtype,
                                                  sum(p.numel() for p in engine.model.parameters()))
         return engine
     if kind == "remote":

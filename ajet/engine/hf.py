@@ -39,6 +39,7 @@ from ajet.engine.kv_cache import PrefixCache
 from ajet.engine.precision import CastWeights
 from ajet.engine.stepper import Stepper
 from ajet.errors import EngineError, ModelError
+from ajet.models import eos_token_ids
 
 
 @dataclass
@@ -107,7 +108,7 @@ class HFEngine(Engine):
         self.lock = threading.RLock()  # held while a step runs; take it to update weights
         self.stats = EngineStats()
         _check_attention_only(model)
-        self.eos_ids = _eos_ids(model, tokenizer)
+        self.eos_ids = eos_token_ids(model, tokenizer)
         self.vocab_size = int(model.get_input_embeddings().num_embeddings)
         self.max_positions = _max_positions(model)
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
@@ -145,19 +146,9 @@ class HFEngine(Engine):
         device: 'auto' (CUDA when available), 'cpu', 'cuda' or 'cuda:N'. dtype: 'auto' (bfloat16 on
         CUDA when supported, float32 on CPU), 'float32', 'bfloat16' or 'float16'.
         """
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from ajet.models import load_causal_lm
 
-        from ajet.models import resolve_model_path
-
-        local = resolve_model_path(path)
-        torch_device = _resolve_device(device)
-        torch_dtype = _resolve_dtype(dtype, torch_device)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(local)
-            model = AutoModelForCausalLM.from_pretrained(local, dtype=torch_dtype, **model_kwargs)
-        except (OSError, ValueError) as exc:
-            raise ModelError(f"cannot load model {path!r} (from {local!r}): {exc}") from exc
-        model.to(torch_device).eval()
+        model, tokenizer = load_causal_lm(path, device, dtype, **model_kwargs)
         return cls(model, tokenizer, max_batch_size=max_batch_size, seed=seed, model_name=model_name or path,
                    prefix_cache_mb=prefix_cache_mb, autocast_dtype=autocast_dtype)
 
@@ -396,20 +387,6 @@ def _check_attention_only(model: Any) -> None:
                          "serve it with vLLM (engine.type: remote)")
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """Every EOS id the tokenizer, the generation config and the model config name."""
-    found: set[int] = set()
-    sources = [getattr(tokenizer, "eos_token_id", None),
-               getattr(getattr(model, "generation_config", None), "eos_token_id", None),
-               getattr(getattr(model, "config", None), "eos_token_id", None)]
-    for value in sources:
-        if isinstance(value, int):
-            found.add(value)
-        elif isinstance(value, (list, tuple)):
-            found.update(v for v in value if isinstance(v, int))
-    return found
-
-
 def _pad_id(tokenizer: Any, eos_ids: set[int]) -> int:
     pad = getattr(tokenizer, "pad_token_id", None)
     if isinstance(pad, int):
@@ -426,26 +403,3 @@ def _max_positions(model: Any) -> int | None:
 def _name_of(model: Any) -> str:
     name = getattr(getattr(model, "config", None), "_name_or_path", "") or "ajet-policy"
     return str(name)
-
-
-def _resolve_device(device: str) -> Any:
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"device {device!r} was requested but CUDA is not available; use device: cpu or auto")
-    return torch.device(device)
-
-
-def _resolve_dtype(dtype: str, device: Any) -> Any:
-    import torch
-
-    if dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    table = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if dtype not in table:
-        raise ModelError(f"dtype {dtype!r} is not one of auto, {', '.join(table)}")
-    return table[dtype]

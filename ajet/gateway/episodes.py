@@ -1,11 +1,15 @@
 """API keys: one per episode and agent. A key tells the gateway whose call it is; unknown or finished
-keys are refused."""
+keys are refused. `BusyClock` measures the time LLM calls spend in the gateway (rendered, queued
+for the engine, generated): the rollout leaves the gateway's busy time out of an episode's own time
+(`rollout.episode_timeout_s`), and reports each episode's own calls' time."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ajet.tracker.episode import EpisodeTracker
@@ -19,7 +23,8 @@ class EpisodeSession:
     tracker: EpisodeTracker
     temperature: float = 1.0
     top_p: float = 1.0
-    max_tokens: int = 256  # default and cap of max_tokens per call
+    max_tokens: int = 256  # cap of max_tokens per call, and its default unless default_max_tokens is set
+    default_max_tokens: int | None = None
     max_turns: int | None = None  # per agent
     is_trained: Callable[[str], bool] = lambda agent: True
     record: bool = True
@@ -28,9 +33,36 @@ class EpisodeSession:
     tool_calls_parsed: int = 0
     truncated: int = 0  # completions that hit max_tokens
     keys: dict[str, str] = field(default_factory=dict)  # agent -> key
+    model_clock: BusyClock = field(default_factory=lambda: BusyClock())  # this episode's calls in the gateway
 
     def calls_of(self, agent: str) -> int:
         return sum(1 for c in self.tracker.calls if c.agent == agent)
+
+
+class BusyClock:
+    """Wall time during which at least one holder is inside (the union of their intervals): the time
+    a gateway, or one episode's calls, spent answering LLM calls. Used from one event loop."""
+
+    def __init__(self) -> None:
+        self._holders = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        if self._holders == 0:
+            self._since = time.perf_counter()
+        self._holders += 1
+        try:
+            yield
+        finally:
+            self._holders -= 1
+            if self._holders == 0:
+                self._total += time.perf_counter() - self._since
+
+    def seconds(self) -> float:
+        """Busy seconds so far, including a stretch still under way."""
+        return self._total + (time.perf_counter() - self._since if self._holders else 0.0)
 
 
 class KeyRegistry:

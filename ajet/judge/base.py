@@ -5,24 +5,10 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ajet.reward import Reward
 from ajet.workflow import Task, WorkflowOutput
 
-
-class Reward(BaseModel):
-    """A scalar reward with optional named parts (kept in episodes.jsonl and averaged in reports)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    total: float = Field(description="The scalar the algorithm trains on.")
-    parts: dict[str, float] = Field(default_factory=dict, description="Named components, for reports.")
-    is_success: bool | None = Field(default=None, description="Success verdict; default total >= threshold.")
-    feedback: str | None = Field(default=None, description="Free text explanation, e.g. from an LLM judge.")
-
-    @classmethod
-    def of(cls, value: float | Reward) -> Reward:
-        return value if isinstance(value, Reward) else cls(total=float(value))
+__all__ = ["Judge", "Reward"]
 
 
 class Judge(abc.ABC):

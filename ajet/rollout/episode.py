@@ -76,7 +76,11 @@ def _jsonable(value: Any) -> Any:
 
 
 class EpisodeWriter:
-    """Appends one JSON line per episode and flushes, so a crash loses nothing already finished."""
+    """Appends one JSON line per episode and flushes, so a crash loses nothing already finished.
+
+    Whatever an episode holds, it gets its line: text that is not valid UTF-8 (a lone surrogate from
+    a task or a workflow) is written \\u-escaped, and a row that cannot be serialised at all is
+    written as its id and the reason."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +89,19 @@ class EpisodeWriter:
         self._lock = threading.Lock()
 
     def write(self, episode: EpisodeResult, **extra: Any) -> None:
-        line = json.dumps({**episode.to_json(), **extra}, ensure_ascii=False)
+        try:
+            row = {**episode.to_json(), **extra}
+            line = json.dumps(row, ensure_ascii=False, default=str)
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:  # unpaired surrogates: \ud800 escapes are valid JSON
+                line = json.dumps(row, ensure_ascii=True, default=str)
+        except Exception as exc:  # noqa: BLE001 - a workflow's output too deep or too odd to serialise
+            line = json.dumps({"episode_id": episode.episode_id, "task_id": episode.task.task_id,
+                               "group_id": episode.group_id, "repeat": episode.repeat, "error": episode.error,
+                               "reward": episode.reward.total if episode.reward else None,
+                               "write_error": f"{type(exc).__name__}: {exc}"[:500], **extra},
+                              ensure_ascii=True, default=str)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()

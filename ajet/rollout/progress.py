@@ -1,4 +1,6 @@
-"""A rich progress bar for rollouts: episodes done, tokens/s, mean reward, failures, ETA."""
+"""Rollout progress: episodes done, tokens/s, mean reward, failures, ETA. A live rich bar on a
+terminal; elsewhere (see `ajet.display`) a plain line at the start, every `PLAIN_EVERY_S` seconds
+while episodes finish, and at the end."""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from ajet.display import duration, interactive, plain_line
+
 if TYPE_CHECKING:
     from ajet.rollout.episode import EpisodeResult
 
 console = Console(stderr=True)
+PLAIN_EVERY_S = 15.0
 
 
 class RolloutProgress:
@@ -24,8 +29,11 @@ class RolloutProgress:
         self.rewards: list[float] = []
         self.tokens = 0
         self._started = time.perf_counter()
+        self._label = label
+        self._plain = enabled and not interactive()
+        self._last_plain = self._started
         self._progress = None
-        if enabled:
+        if enabled and not self._plain:
             self._progress = Progress(
                 TextColumn(f"[bold]{label}"),
                 BarColumn(),
@@ -40,11 +48,15 @@ class RolloutProgress:
     def __enter__(self) -> RolloutProgress:
         if self._progress is not None:
             self._progress.start()
+        if self._plain:
+            plain_line(f"{self._label}: {self.total} episodes")
         return self
 
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+        if self._plain:
+            self._plain_status()
 
     def episode_done(self, episode: EpisodeResult) -> None:
         self.done += 1
@@ -54,6 +66,15 @@ class RolloutProgress:
             self.rewards.append(episode.reward.total)
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, stats=self.stats_text())
+        elif self._plain and time.perf_counter() - self._last_plain >= PLAIN_EVERY_S and self.done < self.total:
+            self._plain_status()
+
+    def _plain_status(self) -> None:
+        self._last_plain = now = time.perf_counter()
+        elapsed = now - self._started
+        eta = elapsed * (self.total - self.done) / self.done if self.done else 0.0
+        plain_line(f"{self._label}: {self.done}/{self.total} episodes · {self.stats_text()} · "
+                   f"elapsed {duration(elapsed)} · ETA {duration(eta)}")
 
     def stats_text(self) -> str:
         elapsed = max(time.perf_counter() - self._started, 1e-9)

@@ -1,14 +1,19 @@
 """Run batches of episodes: tasks × group_size, bounded concurrency, timeouts, retries, judging.
 
-A failing episode (the workflow raised or timed out, after `retries` extra attempts) is counted with
-its error and written to episodes.jsonl; it never stops the batch. A judge that raises is counted
-too, and its episode gets no reward (and so no samples).
+A failing episode (the workflow raised, cancelled itself, called sys.exit or timed out, after
+`retries` extra attempts) is counted with its error and written to episodes.jsonl; it never stops the
+batch (see `ajet.rollout.guard`). The timeout counts the workflow's own time: while the gateway is
+answering any LLM call (rendering, queued for the engine, generating), the clocks are paused, so a
+slow or saturated engine never fails a healthy episode, and a hung one is caught once the model
+has nothing else to do. A judge that raises or returns a non-finite reward
+is counted too, and its episode gets no reward (and so no samples).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import traceback
 import uuid
@@ -20,6 +25,7 @@ from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.server import Gateway
 from ajet.judge.base import Judge, Reward
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
+from ajet.rollout.guard import OwnTimeout, UserCodeError, run_guarded
 from ajet.rollout.progress import RolloutProgress
 from ajet.samples import Sample
 from ajet.tracker.episode import EpisodeTracker
@@ -66,11 +72,15 @@ class BatchResult:
                 parts.setdefault(k, []).append(v)
         generated = sum(e.generated_tokens for e in eps)
         errors = Counter((e.error or "").split(":")[0] for e in eps if e.error)
+        timed_out = [e for e in eps if e.counters.get("timed_out")]
         return {
             "episodes": len(eps),
             "failed": sum(1 for e in eps if e.error),
             "judge_failed": sum(1 for e in eps if e.judge_error),
             "errors": dict(errors),
+            "timed_out": len(timed_out),
+            # time the model was busy while the timed-out episodes ran: not counted against their timeout
+            "timed_out_busy_s": _mean([e.counters.get("timeout_busy_s", 0.0) for e in timed_out]),
             "reward_mean": _mean([e.reward.total for e in scored]),
             "reward_std": _std([e.reward.total for e in scored]),
             "reward_parts": {k: _mean(v) for k, v in sorted(parts.items())},
@@ -85,6 +95,23 @@ class BatchResult:
             "seconds": round(self.seconds, 2),
             "merge": self.merge.to_dict(),
         }
+
+
+def _error_text(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, UserCodeError) else f"{type(exc).__name__}: {exc}"
+
+
+def _checked(value: object, source: str) -> tuple[Reward | None, str | None]:
+    """(reward, None) for a finite reward; (None, judge error) otherwise. A NaN or inf reward would
+    make the whole group's advantages, the loss and then every weight NaN: it is a judge failure."""
+    try:
+        reward = Reward.of(value)  # type: ignore[arg-type]
+    except Exception as exc:  # a string, None, a dict with bad keys...
+        return None, f"InvalidReward: {source} {str(value)[:80]!r}, not a number or ajet.Reward ({type(exc).__name__})"
+    bad = {name: v for name, v in {"total": reward.total, **reward.parts}.items() if not math.isfinite(v)}
+    if bad:
+        return None, f"NonFiniteReward: {source} a non-finite reward {bad}; rewards must be finite numbers"
+    return reward, None
 
 
 def _mean(values: list[float]) -> float:
@@ -170,13 +197,19 @@ class RolloutRunner:
             issue_key = self.gateway.open_episode(session)
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
                           external=self.external_agents)
+            busy_at_start = self.gateway.busy.seconds()
+            busy_not_counted = 0.0
             try:
-                output = await asyncio.wait_for(self.workflow.execute(task, tuner), settings.episode_timeout_s)
+                output = await run_guarded(lambda: self.workflow.execute(task, tuner), settings.episode_timeout_s,
+                                           paused=lambda: self.gateway.busy.seconds() - busy_at_start)
                 if not isinstance(output, WorkflowOutput):
                     raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
                 result.output, result.error = output, None
-            except asyncio.TimeoutError:
-                result.error = f"TimeoutError: episode exceeded rollout.episode_timeout_s={settings.episode_timeout_s}"
+            except OwnTimeout as exc:
+                result.error = f"TimeoutError: the workflow {exc} (rollout.episode_timeout_s)"
+                busy_not_counted = exc.paused_s
+            except UserCodeError as exc:
+                result.error = str(exc)
             except Exception as exc:  # the user's workflow may raise anything: count it, never crash the batch
                 result.error = f"{type(exc).__name__}: {exc}"
                 log.debug("episode %s failed:\n%s", result.episode_id, traceback.format_exc())
@@ -189,6 +222,8 @@ class RolloutRunner:
                 "tool_calls_parsed": session.tool_calls_parsed,
                 "truncated": session.truncated,
                 "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
+                "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway
+                "timeout_busy_s": round(busy_not_counted, 3),  # model-busy time not counted before timing out
             }
             if result.error is None:
                 break
@@ -207,29 +242,34 @@ class RolloutRunner:
         if result.error is not None or result.output is None:
             return
         if result.output.reward is not None:
-            result.reward = Reward.of(result.output.reward)
+            result.reward, result.judge_error = _checked(result.output.reward, "the workflow set WorkflowOutput.reward")
             return
         try:
-            result.reward = Reward.of(await self.judge.score(result.task, result.output))
+            reward = await run_guarded(lambda: self.judge.score(result.task, result.output), who="the judge")
         except Exception as exc:  # a judge bug must not kill the run: the episode just gets no reward
-            result.judge_error = f"{type(exc).__name__}: {exc}"
+            result.judge_error = _error_text(exc)
+            return
+        result.reward, result.judge_error = _checked(reward, "the judge returned")
 
     async def _judge_group(self, task: Task, results: list[EpisodeResult], settings: RolloutSettings) -> None:
         scorable = [r for r in results if r.error is None and r.output is not None and r.output.reward is None]
         for r in results:
             if r.error is None and r.output is not None and r.output.reward is not None:
-                r.reward = Reward.of(r.output.reward)
+                r.reward, r.judge_error = _checked(r.output.reward, "the workflow set WorkflowOutput.reward")
         if not scorable:
             return
         try:
-            rewards = await self.judge.score_group(task, [r.output for r in scorable])
-            if len(rewards) != len(scorable):
-                raise ValueError(f"score_group returned {len(rewards)} rewards for {len(scorable)} episodes")
-            for r, reward in zip(scorable, rewards):
-                r.reward = Reward.of(reward)
+            rewards = await run_guarded(lambda: self.judge.score_group(task, [r.output for r in scorable]),
+                                        who="the judge")
+            if not isinstance(rewards, (list, tuple)) or len(rewards) != len(scorable):
+                got = len(rewards) if isinstance(rewards, (list, tuple)) else type(rewards).__name__
+                raise ValueError(f"score_group returned {got} rewards for {len(scorable)} episodes")
         except Exception as exc:
             for r in scorable:
-                r.judge_error = f"{type(exc).__name__}: {exc}"
+                r.judge_error = _error_text(exc)
+            return
+        for r, reward in zip(scorable, rewards):
+            r.reward, r.judge_error = _checked(reward, "the judge returned")
 
     def _finish(self, result: EpisodeResult, settings: RolloutSettings, step, progress: RolloutProgress) -> None:
         if result.reward is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +18,32 @@ from ajet.rollout.episode import EpisodeWriter
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
 from ajet.workflow import Workflow
 
+log = logging.getLogger(__name__)
 
-def load_workflow(cfg: AjetConfig) -> Workflow:
-    cls = load_object(cfg.workflow, cfg.base_dir)
+
+def workflow_class(cfg: AjetConfig) -> type[Workflow]:
+    """The workflow class, loaded and checked against `workflow_args` without constructing it."""
+    try:
+        cls = load_object(cfg.workflow, cfg.base_dir)
+    except PluginError as exc:
+        raise PluginError(f"ajet.workflow = {cfg.workflow!r}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
         raise PluginError(f"workflow {cfg.workflow!r} is {cls!r}; it must be a subclass of ajet.Workflow")
+    try:
+        inspect.signature(cls).bind(**cfg.workflow_args)
+    except TypeError as exc:
+        raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from None
+    return cls
+
+
+def load_workflow(cfg: AjetConfig) -> Workflow:
+    cls = workflow_class(cfg)
     try:
         return cls(**cfg.workflow_args)
     except TypeError as exc:
         raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from exc
+    except Exception as exc:  # the user's __init__ failed: say so, without a traceback from deep inside
+        raise PluginError(f"{cls.__name__}(**ajet.workflow_args) raised {type(exc).__name__}: {exc}") from exc
 
 
 def load_tokenizer(cfg: AjetConfig, engine: Engine | None = None) -> Any:
@@ -82,7 +101,10 @@ class RolloutStack:
         return self
 
     async def __aexit__(self, *exc) -> None:
-        await self.judge.aclose()
+        try:
+            await self.judge.aclose()
+        except Exception as error:  # noqa: BLE001 - a judge failing to clean up must not end the run
+            log.warning("the judge's aclose() failed: %s: %s", type(error).__name__, error)
         await self.server.stop()
         if self.writer is not None:
             self.writer.close()

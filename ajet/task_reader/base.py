@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ajet import safejson
 from ajet.errors import TaskReaderError
 from ajet.workflow import Task
 
@@ -77,9 +78,15 @@ class TaskBuilder:
     def add_row(self, row: Any, file: str, line: int) -> Task | None:
         """Map one raw row; a bad row is recorded in `skipped` and None is returned."""
         if isinstance(row, Task):
+            problem = safejson.find_problem(row.model_dump(), root="task")
+            if problem is not None:
+                return self.skip(file, line, problem)
             return self._keep(row, explicit=True, file=file, line=line)
         if not isinstance(row, dict):
             return self.skip(file, line, f"row is a {type(row).__name__}, expected a JSON object")
+        problem = safejson.find_problem(row, root="row")
+        if problem is not None:  # too deep to render or store, or text no tokenizer or file can take
+            return self.skip(file, line, problem)
         query = get_path(row, self.fields.query)
         if query is _MISSING:
             keys = ", ".join(sorted(map(str, row))[:12])

@@ -1,4 +1,9 @@
-"""The `jsonl` task reader: one JSON object per line; bad lines are skipped with file:line."""
+"""The `jsonl` task reader: one JSON object per line; bad lines are skipped with file:line.
+
+A UTF-8 byte-order mark at the start of the file (Windows editors write one) is not part of the
+first row. Lines nested deeper than `ajet.safejson.MAX_DEPTH` or holding text that is not valid
+Unicode are bad lines like any other.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ajet import safejson
 from ajet.errors import TaskReaderError
 from ajet.task_reader.base import TaskBuilder, TaskSet, resolve_path
 
@@ -30,7 +36,7 @@ def read_jsonl_file(path: Path, fields: Any, limit: int | None = None, key: str 
     with path.open("rb") as handle:
         for line_no, raw in enumerate(handle, 1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 builder.skip(file, line_no, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
                 continue
@@ -40,6 +46,12 @@ def read_jsonl_file(path: Path, fields: Any, limit: int | None = None, key: str 
                 row = json.loads(text)
             except json.JSONDecodeError as exc:
                 builder.skip(file, line_no, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except RecursionError:
+                builder.skip(file, line_no, f"invalid JSON: nested deeper than {safejson.MAX_DEPTH} levels")
+                continue
+            except ValueError as exc:  # e.g. an integer of more than 4300 digits
+                builder.skip(file, line_no, f"invalid JSON: {exc}")
                 continue
             builder.add_row(row, file, line_no)
             if limit is not None and len(builder.tasks) >= limit:

@@ -55,6 +55,19 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_
     return LambdaLR(optimizer, lambda step: lr_factor(step, cfg, total_steps))
 
 
+def apply_update(optimizer: torch.optim.Optimizer, params: Iterable[nn.Parameter], max_norm: float,
+                 loss: float) -> tuple[float, bool]:
+    """Clip the gradients and step the optimizer; returns (norm before clipping, applied). When the
+    loss or the gradient norm is NaN or inf the update is skipped and the gradients dropped, so no
+    weight and no optimizer moment ever takes a non-finite value."""
+    norm = clip_gradients(params, max_norm)
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        optimizer.zero_grad(set_to_none=True)
+        return norm, False
+    optimizer.step()
+    return norm, True
+
+
 def clip_gradients(params: Iterable[nn.Parameter], max_norm: float) -> float:
     """Clip the global gradient norm to `max_norm`; returns the norm before clipping."""
     grads = [p for p in params if p.grad is not None]

@@ -12,7 +12,8 @@ The reference model (the frozen base used by the GRPO KL term and by DPO) comes 
     copy of the weights taken before training. It doubles the weight memory, so it is made only
     when asked for: `load_policy(..., reference=True)`. Without it, the context raises ModelError.
 
-Dtype `auto` means bfloat16 on CUDA and float32 on CPU. Under LoRA, peft keeps the adapter weights
+Device and dtype follow `ajet.models` (`auto`: CUDA when available; bfloat16 on a CUDA device
+that supports it, else float32), the same rule the engines use. Under LoRA, peft keeps the adapter weights
 in float32 even when the base is bfloat16 (its `autocast_adapter_dtype`), so the optimizer state is
 full precision either way.
 """
@@ -23,7 +24,6 @@ import copy
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -31,7 +31,7 @@ from torch import nn
 
 from ajet.config.schema import ModelConfig
 from ajet.errors import ModelError
-from ajet.models import read_chat_template, resolve_model_path
+from ajet.models import load_causal_lm, read_chat_template, resolve_autocast, resolve_model_path
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -106,41 +106,6 @@ def unwrap_causal_lm(model: nn.Module) -> nn.Module:
     return get_base() if callable(get_base) else model
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ModelError("model.device is 'cuda' but torch sees no CUDA device; set model.device: auto or cpu")
-    return torch.device(name)
-
-
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return _DTYPES[name]
-
-
-def cpu_has_fast_bf16() -> bool:
-    """True when this CPU multiplies bf16 natively (AVX-512 BF16 or AMX), where bf16 autocast pays."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
-
-
-def resolve_autocast(model_cfg: ModelConfig, device: torch.device, dtype: torch.dtype,
-                     num_params: int) -> Literal["bfloat16"] | None:
-    """`model.autocast` made concrete for this model and machine (see its description)."""
-    if model_cfg.autocast == "bfloat16":
-        return "bfloat16"
-    if model_cfg.autocast == "off" or dtype != torch.float32:
-        return None
-    if device.type == "cpu" and cpu_has_fast_bf16() and num_params > 50_000_000:
-        return "bfloat16"
-    return None
-
-
 def load_policy(
     model_cfg: ModelConfig,
     *,
@@ -159,21 +124,12 @@ def load_policy(
     as loaded (float32 master weights). On a CPU with native bf16 (`cpu_has_fast_bf16()`) this made a
     SmolLM2 LoRA step ~1.6x faster with the loss within 1e-3 relative; on tiny models it is slower.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     path = resolve_model_path(model_cfg.path)
-    device = resolve_device(model_cfg.device)
-    dtype = resolve_dtype(model_cfg.dtype, device)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot load model {model_cfg.path!r} from {path!r}: {exc}") from exc
-    model.to(device)
+    model, tokenizer = load_causal_lm(path, model_cfg.device, model_cfg.dtype)
+    param = next(model.parameters())
+    device, dtype = param.device, param.dtype
     if autocast == "config":
-        autocast = resolve_autocast(model_cfg, device, dtype, sum(p.numel() for p in model.parameters()))
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token  # right padding is masked out; any id will do
+        autocast = resolve_autocast(model_cfg.autocast, device, dtype, sum(p.numel() for p in model.parameters()))
     chat_template = read_chat_template(model_cfg.chat_template)
     if chat_template is not None:
         tokenizer.chat_template = chat_template

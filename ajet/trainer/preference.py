@@ -17,7 +17,7 @@ from ajet.algorithm.losses import dpo_loss
 from ajet.config.schema import DpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.logprobs import sequence_logprobs, token_logprobs
-from ajet.trainer.optim import clip_gradients
+from ajet.trainer.optim import apply_update
 from ajet.trainer.policy import Policy
 
 Pair = tuple[Sample, Sample]
@@ -63,7 +63,8 @@ def _chunk_logps(model, chunk: list[Pair], policy: Policy) -> torch.Tensor:
 
 def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs: Sequence[Pair],
              cfg: TrainerConfig, dpo: DpoConfig) -> dict[str, float]:
-    """One optimizer update over `pairs`; the scheduler steps once. Returns loss and reward stats."""
+    """One optimizer update over `pairs` (skipped when non-finite, see `apply_update`); the scheduler
+    steps once. Returns loss and reward stats."""
     started = time.perf_counter()
     lr = float(optimizer.param_groups[0]["lr"])
     chunks = chunk_pairs(pairs, cfg.micro_batch_tokens)
@@ -86,8 +87,10 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
             for key in ("reward_margin", "reward_accuracy", "reward_chosen", "reward_rejected"):
                 stats[key] += chunk_stats[key] * p / total
             tokens += sum(len(c.input_ids) + len(r.input_ids) for c, r in chunk)
-        stats["grad_norm"] = clip_gradients(policy.trainable_parameters(), cfg.grad_clip)
-        optimizer.step()
+        stats["grad_norm"], applied = apply_update(optimizer, policy.trainable_parameters(), cfg.grad_clip,
+                                                   stats["loss"])
+        stats["updates"] = float(applied)
+        stats["nonfinite_updates"] = stats["nonfinite_tail"] = float(not applied)
     finally:
         optimizer.zero_grad(set_to_none=True)
         policy.model.eval()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ajet.errors import TaskReaderError
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.samples import Sample
 
 log = logging.getLogger(__name__)

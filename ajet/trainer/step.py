@@ -33,7 +33,7 @@ from ajet.config.schema import GrpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
 from ajet.trainer.logprobs import token_logprobs
-from ajet.trainer.optim import clip_gradients
+from ajet.trainer.optim import apply_update
 from ajet.trainer.policy import Policy
 
 Algo = Literal["grpo", "sft"]
@@ -44,8 +44,10 @@ OldLogprobs = Literal["engine", "recompute"]
 class _Stats:
     """Sums over micro-batches, turned into means at the end."""
 
-    losses: list[float] = field(default_factory=list)  # one per update
+    losses: list[float] = field(default_factory=list)  # one per update, applied or skipped
     grad_norms: list[float] = field(default_factory=list)
+    nonfinite: int = 0  # updates skipped for a non-finite loss or gradient
+    nonfinite_tail: int = 0  # of those, how many in a row at the end
     weighted: dict[str, float] = field(default_factory=dict)  # stat * tokens
     stat_tokens: float = 0.0
     gap_sum: float = 0.0
@@ -96,6 +98,8 @@ def train_step(
     autocast_dtype: e.g. torch.bfloat16 to run forward/backward under autocast (weights stay as loaded);
     None: `policy.autocast_dtype` (set by load_policy(autocast=...)).
     max_length: cut samples to this many tokens (counted in `truncated`); None keeps them whole.
+    An update whose loss or gradient is non-finite is skipped (`nonfinite_updates`; `updates` counts
+    the applied ones), see `ajet.trainer.optim.apply_update`.
     Returns plain floats: loss, grad_norm, lr, tokens, tokens_per_s, clip_fraction, kl, logprob_gap...
     """
     if algo not in ("grpo", "sft"):
@@ -131,9 +135,11 @@ def train_step(
             for mb in plan.micro_batches:
                 loss += _micro_step(policy, mb.to(policy.device), plan, algo, grpo, autocast_dtype, stats,
                                     measure_gap=measure_gap_first and update == 0)
+            norm, applied = apply_update(optimizer, params, cfg.grad_clip, loss)
             stats.losses.append(loss)
-            stats.grad_norms.append(clip_gradients(params, cfg.grad_clip))
-            optimizer.step()
+            stats.grad_norms.append(norm)
+            stats.nonfinite += 0 if applied else 1
+            stats.nonfinite_tail = 0 if applied else stats.nonfinite_tail + 1
     finally:
         optimizer.zero_grad(set_to_none=True)
         policy.model.eval()
@@ -218,7 +224,9 @@ def _summary(stats: _Stats, lr: float, elapsed: float) -> dict[str, float]:
         "grad_norm": sum(stats.grad_norms) / len(stats.grad_norms) if stats.grad_norms else 0.0,
         "grad_norm_max": max(stats.grad_norms, default=0.0),
         "lr": lr,
-        "updates": float(len(stats.losses)),
+        "updates": float(len(stats.losses) - stats.nonfinite),  # applied
+        "nonfinite_updates": float(stats.nonfinite),
+        "nonfinite_tail": float(stats.nonfinite_tail),
         "micro_batches": float(stats.micro_batches),
         "tokens": float(stats.tokens),
         "input_tokens": float(stats.input_tokens),

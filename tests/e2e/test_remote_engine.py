@@ -192,7 +192,7 @@ async def test_ajet_serve_answers_chat_completions_with_tools(server, local):
     messages = [{"role": "user", "content": "hello"}]
     r = await client.chat.completions.create(model="tiny", messages=messages, tools=tools, max_tokens=5,
                                              temperature=0)
-    from ajet.gateway.render import ChatRenderer
+    from ajet.render import ChatRenderer
 
     prompt = ChatRenderer(local.tokenizer).encode(messages, tools).token_ids
     expected = await local.generate(prompt, SamplingParams(max_tokens=5, temperature=0))

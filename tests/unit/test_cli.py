@@ -199,7 +199,23 @@ def test_eval_passes_model(conf: Path, calls: list) -> None:
 def test_serve_arguments(calls: list) -> None:
     assert main(["serve", "--model", "tiny-random", "--port", "8123"]) == 0
     assert calls == [("serve", (), {"model": "tiny-random", "host": "127.0.0.1", "port": 8123,
-                                    "chat_template": None, "max_batch_size": 16})]
+                                    "chat_template": None, "max_batch_size": 16, "device": "auto",
+                                    "dtype": "auto", "served_model_name": None, "default_max_tokens": 512,
+                                    "max_request_bytes": 4_000_000, "body_timeout_s": 30.0, "seed": 0,
+                                    "log_level": "info"})]
+    calls.clear()
+    assert main(["serve", "--model", "m", "--max-batch-size", "4", "--max-tokens", "64", "--dtype", "bfloat16",
+                 "--served-model-name", "x", "--body-timeout", "2.5"]) == 0
+    kwargs = calls[0][2]
+    assert (kwargs["max_batch_size"], kwargs["default_max_tokens"], kwargs["dtype"], kwargs["served_model_name"],
+            kwargs["body_timeout_s"]) == (4, 64, "bfloat16", "x", 2.5)
+    assert main(["serve", "--model", "m", "--max-tokens", "0"]) == 2  # refused before anything loads
+
+
+def test_serve_has_one_command_line() -> None:
+    """`ajet serve` is the only parser: ajet/serve.py holds none of its own."""
+    source = (Path(__file__).resolve().parents[2] / "ajet" / "serve.py").read_text()
+    assert "argparse" not in source and "__main__" not in source
 
 
 def test_export_arguments_and_exit_code(calls: list) -> None:

@@ -11,7 +11,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from ajet.config import walk
-from ajet.config.loader import PACKAGED_CONF_DIR, config_to_yaml, load_config, save_resolved_config
+from ajet.config.groups import package_of, packaged_conf_dir
+from ajet.config.loader import config_to_yaml, load_config, save_resolved_config
 from ajet.config.reference import missing_descriptions, render
 from ajet.config.schema import AjetConfig
 from ajet.errors import ConfigError
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BASE_YAML = """\
 ajet:
   project: energy
-  experiment: first
+  trainable_agents: [assistant]
   workflow: agent.py:EnergyAgent
   task_reader: {type: jsonl, train: train.jsonl}
   rollout: {group_size: 8, batch_tasks: 2}
@@ -70,11 +71,11 @@ def dig(cfg: AjetConfig, dotted: str):
         (["algorithm=[sft,grpo]", "sft.data=demo.jsonl"], {"algorithm": ["sft", "grpo"]}),
         (["ajet.algorithm=dpo"], {"algorithm": "dpo"}),
         (["+workflow_args.x=1", "+ajet.workflow_args.name=two"], {"workflow_args": {"x": 1, "name": "two"}}),
-        (["~experiment"], {"experiment": None}),
+        (["~trainable_agents"], {"trainable_agents": None}),
         (["~ajet.rollout.group_size"], {"rollout.group_size": 4}),  # back to the model default
         (["model.lora.target_modules=[q_proj,v_proj]"], {"model.lora.target_modules": ["q_proj", "v_proj"]}),
-        (["trainable_agents=[assistant]"], {"trainable_agents": ["assistant"]}),
-        (["experiment=${ajet.project}-v2"], {"experiment": "energy-v2"}),
+        (["trainable_agents=[planner]"], {"trainable_agents": ["planner"]}),
+        (["engine.model=${ajet.project}-v2"], {"engine.model": "energy-v2"}),
         (["tracker.merge=off", "engine.seed=7"], {"tracker.merge": "off", "engine.seed": 7}),
     ],
 )
@@ -253,9 +254,13 @@ def test_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ("- ajet\n", "the file must be a mapping with one top-level key 'ajet:'; found a list"),
         ("ajte: {workflow: m:A}\n", "unknown top-level key 'ajte'; did you mean 'ajet'?"),
         ("workflow: m:A\n", "unknown top-level key 'workflow'; settings live under 'ajet:'; move it to ajet.workflow"),
-        ("defaults: [_self_]\najet: {workflow: m:A}\n",
-         "unknown top-level key 'defaults'; a user YAML holds only an 'ajet:' section; ajet composes its "
-         "packaged defaults itself, so remove the Hydra boilerplate"),
+        ("hydra: {searchpath: [pkg://x]}\najet: {workflow: m:A}\n",
+         "unknown top-level key 'hydra'; a user YAML holds an 'ajet:' section and optionally a 'defaults:' "
+         "list of presets; ajet finds its packaged config and your conf/ folder itself, so remove the Hydra "
+         "boilerplate"),
+        ("defaults: {judge: x}\najet: {workflow: m:A}\n",
+         "'defaults:' must be a list of `- group: option` entries, e.g. `- judge: function_call`; got "
+         "{'judge': 'x'}"),
         ("ajet: 5\n", "'ajet:' must be a mapping of settings, got 5"),
     ],
 )
@@ -265,9 +270,9 @@ def test_bad_yaml_files(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_interpolation_error_in_yaml_names_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "i.yaml", "ajet:\n  workflow: m:A\n  experiment: ${oc.env:AJET_TEST_UNSET_VARIABLE}\n")
+    path = write(tmp_path / "i.yaml", "ajet:\n  workflow: m:A\n  project: ${oc.env:AJET_TEST_UNSET_VARIABLE}\n")
     assert error_of(path, []) == (
-        f"invalid config: ajet.experiment (from {path}): cannot resolve the interpolation: "
+        f"invalid config: ajet.project (from {path}): cannot resolve the interpolation: "
         "Environment variable 'AJET_TEST_UNSET_VARIABLE' not found"
     )
 
@@ -360,19 +365,29 @@ def test_reference_lists_every_key_path() -> None:
 
 
 def test_packaged_yaml_has_no_dead_keys() -> None:
-    files = sorted(PACKAGED_CONF_DIR.rglob("*.yaml"))
-    assert {f.relative_to(PACKAGED_CONF_DIR).as_posix() for f in files} == {
-        "ajet.yaml", "backbone/debug.yaml", "backbone/swift.yaml", "backbone/llamafactory.yaml",
-        "algorithm/grpo.yaml", "algorithm/sft.yaml", "algorithm/dpo.yaml",
-    }
+    root = packaged_conf_dir()
+    files = sorted(root.rglob("*.yaml"))
+    assert {f.parent.name for f in files if f.parent != root} == {
+        "backbone", "judge", "model", "task_reader", "workflow"}
     for f in files:
         text = f.read_text()
         data = OmegaConf.to_container(OmegaConf.load(f)) or {}
-        data.pop("defaults", None)
+        assert "defaults" not in data, f  # the loader builds the defaults list
         package = re.search(r"^# @package (\S+)", text, re.M)
-        prefix = tuple(package.group(1).split(".")) if package else (("ajet", f.stem) if "algorithm" in f.parts else ())
+        if f.parent != root:  # a preset says where it lands, as the loader mounts it
+            assert package is not None and package.group(1) == package_of(f.parent.name), f
+        prefix = tuple(package.group(1).split(".")) if package else ()
         for key in _leaf_keys(data):
             assert walk.unknown_key(prefix + key) is None, (f, key)
+
+
+def test_backbone_presets_list_their_keys_with_the_schemas_defaults() -> None:
+    defaults = walk.schema_defaults(walk.RootConfig)["ajet"]["backbone"]
+    for f in sorted((packaged_conf_dir() / "backbone").glob("*.yaml")):
+        data = OmegaConf.to_container(OmegaConf.load(f))
+        assert data.pop("name") == f.stem
+        for section, values in data.items():
+            assert values == defaults[section], (f, section)
 
 
 def _leaf_keys(node, prefix=()):
@@ -381,3 +396,16 @@ def _leaf_keys(node, prefix=()):
             yield from _leaf_keys(value, (*prefix, key))
         else:
             yield (*prefix, key)
+
+
+def test_every_config_field_is_read_by_some_code() -> None:
+    """A key nobody reads is a lie in the docs: each field name must appear in ajet's code outside the
+    line that declares it (as an attribute or a string key)."""
+    code = "\n".join(p.read_text() for p in (REPO / "ajet").rglob("*.py"))
+    code = re.sub(r"(?m)^\s+\w+: [^\n]*= Field\(.*$", "", code)  # the declarations themselves
+    unread = []
+    for path, _field, _section in walk.iter_fields(walk.RootConfig, ""):
+        name = path.rsplit(".", 1)[-1]
+        if name not in ("ajet", "<name>") and not re.search(rf"\.{name}\b|[\"']{name}[\"']", code):
+            unread.append(path)
+    assert unread == []

@@ -6,7 +6,7 @@ import json
 
 import openai
 
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.merge import build_samples
 from tests.unit.gw_helpers import open_episode, running_gateway, scripted_engine

@@ -353,3 +353,45 @@ def test_the_docs_examples_run(tmp_path):
     (tmp_path / "row.jsonl").write_text(re.findall(r"```jsonl\n(.*?)```", doc, re.S)[0])
     task = read_tasks(jsonl_cfg(train="row.jsonl"), "train", tmp_path).tasks[0]
     assert task.task_id == "gas-001" and task.answer["calls"][0]["name"] == "get_price"
+
+
+# --- hostile files (issue 7, item 8) -----------------------------------------------------------
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_row(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"query": "first"}\n{"query": "second"}\n')  # what Notepad writes
+    ts = read_tasks(jsonl_cfg(train=str(path)), "train")
+    assert [t.query for t in ts.tasks] == ["first", "second"] and ts.skipped == []
+
+
+def test_deep_rows_and_text_that_is_not_unicode_are_skipped_and_reported(tmp_path):
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join([
+        '{"query": "ok"}',
+        '{"query": "lone \\ud800 surrogate"}',  # valid JSON, not valid Unicode
+        '{"query": "q", "meta": ' + "[" * 100_000 + "]" * 100_000 + "}",  # json.loads: RecursionError
+        '{"query": "q2", "meta": ' + "[" * 80 + "]" * 80 + "}",  # parses, too deep to render or store
+        '{"query": "q3", "meta": {"\\udfff": 1}}',
+        '{"query": "fine", "meta": ' + "[" * 20 + "]" * 20 + "}",
+    ]) + "\n", encoding="utf-8")
+    ts = read_tasks(jsonl_cfg(train=str(path)), "train")
+    assert [t.query for t in ts.tasks] == ["ok", "fine"]
+    assert [(s.line, s.reason) for s in ts.skipped] == [
+        (2, "row.query holds an unpaired surrogate '\\ud800' at character 5, which is not valid Unicode"),
+        (3, "invalid JSON: nested deeper than 64 levels"),
+        (4, "row is nested deeper than 64 levels"),
+        (5, "a key in row.meta holds an unpaired surrogate, which is not valid Unicode"),
+    ]
+
+
+def test_a_python_reader_returning_bad_text_is_skipped_too(tmp_path):
+    (tmp_path / "gen.py").write_text(textwrap.dedent('''
+        from ajet import Task
+
+        def tasks(split):
+            return [{"query": "good"}, {"query": "bad \\ud83d"}, Task(task_id="t", query="also \\udc00 bad")]
+    '''))
+    ts = read_tasks(TaskReaderConfig(type="python", function="gen.py:tasks"), "train", base_dir=tmp_path)
+    assert [t.query for t in ts.tasks] == ["good"]
+    assert [s.reason.split(" holds")[0] for s in ts.skipped] == ["row.query", "task.query"]

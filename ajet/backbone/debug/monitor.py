@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ajet.display import duration, interactive, plain_line
+
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
 
@@ -20,6 +22,7 @@ _SHOWN = [
     ("reward_mean", "reward", "{:.3f}"), ("reward_std", "±", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
     ("loss", "loss", "{:.4f}"), ("kl", "kl", "{:.4f}"), ("clip_fraction", "clip", "{:.3f}"),
     ("grad_norm", "|g|", "{:.3f}"), ("train_tokens_per_s", "train tok/s", "{:.0f}"),
+    ("rollout_tokens_per_s", "rollout tok/s", "{:.0f}"),
     ("samples_per_episode", "samples/ep", "{:.2f}"), ("failed", "failed", "{:.0f}"),
     ("val_success_rate", "val success", "{:.0%}"),
 ]
@@ -59,17 +62,37 @@ class Monitor:
     def _print(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
         elapsed = time.perf_counter() - self._started
         remaining = (self.total_steps - step) * elapsed / max(self._steps_done, 1)
-        parts = [f"[bold cyan]{stage}[/] step {step}/{self.total_steps}"]
+        parts = [f"step {step}/{self.total_steps}"]
         for key, label, fmt in _SHOWN:
             value = metrics.get(key)
             if isinstance(value, (int, float)):
-                parts.append(f"{label} {fmt.format(value)}")
-        parts.append(f"ETA {remaining / 60:.1f} min")
-        console.print(" · ".join(parts))
+                parts.append(f"{label} {fmt.format(value)}" + (_why_failed(metrics) if key == "failed" else ""))
+        parts += [f"elapsed {duration(elapsed)}", f"ETA {duration(remaining)}"]
+        if interactive():
+            console.print(f"[bold cyan]{stage}[/] " + " · ".join(parts))
+        else:
+            plain_line(f"{stage} " + " · ".join(parts))
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+
+
+def _why_failed(metrics: dict[str, Any]) -> str:
+    """' (TimeoutError 2: own time over rollout.episode_timeout_s, +41 s of model time not counted; ...)'."""
+    kinds = {k.removeprefix("errors/"): v for k, v in metrics.items() if k.startswith("errors/") and v}
+    if metrics.get("judge_failed"):
+        kinds["judge"] = metrics["judge_failed"]
+    if not kinds:
+        return ""
+    parts = []
+    for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        text = f"{kind} {count:.0f}"
+        if kind == "TimeoutError":
+            busy = metrics.get("timed_out_busy_s", 0.0)
+            text += f": own time over rollout.episode_timeout_s, +{busy:.0f} s of model time not counted"
+        parts.append(text)
+    return " (" + "; ".join(parts) + ")"
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

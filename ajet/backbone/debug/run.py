@@ -21,13 +21,15 @@ from rich.console import Console
 
 from ajet.algorithm.advantages import group_advantages
 from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
-from ajet.backbone.debug.state import DataOrder, RunState, epochs_to_steps, find_resume_dir, truncate_metrics
+from ajet.backbone.debug.state import (
+    DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite, truncate_run_logs,
+)
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.engine.hf import HFEngine
 from ajet.errors import CheckpointError, ConfigError
 from ajet.evaluate import evaluate
-from ajet.gateway.render import ChatRenderer
+from ajet.render import ChatRenderer
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
@@ -52,6 +54,7 @@ class DebugRun:
         if resume:
             self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
+            self._check_resume_config()  # before config.yaml is rewritten
         elif latest_checkpoint(self.run_dir) is not None:
             raise CheckpointError(f"{str(self.run_dir)!r} already has checkpoints; add --resume to continue it "
                                   "or set output_dir to a new folder")
@@ -98,6 +101,20 @@ class DebugRun:
         self.optimizer = build_optimizer(self.policy.trainable_parameters(), trainer)
         self.scheduler = build_scheduler(self.optimizer, trainer, total_steps=self.steps[self.state.stage_index])
 
+    def _check_resume_config(self) -> None:
+        extra = read_state(self.checkpoint)["extra"]
+        saved = extra.get("config")
+        if saved is None and (self.run_dir / "config.yaml").is_file():  # a checkpoint from before configs were kept
+            import yaml
+
+            saved = (yaml.safe_load((self.run_dir / "config.yaml").read_text(encoding="utf-8")) or {}).get("ajet")
+        if saved is None:
+            return
+        notes = check_resume_config(saved, self.cfg.model_dump(mode="json"), self.cfg.trainer.resume_accept,
+                                    self.checkpoint)
+        for note in notes:
+            console.print(f"[yellow]resume: config changed: {note}[/]")
+
     def _restore(self) -> None:
         if self.checkpoint is None:
             return
@@ -113,7 +130,8 @@ class DebugRun:
             self.state = saved
             self._stage_optimizer(self.cfg.stages[saved.stage_index])
             load_checkpoint(self.checkpoint, self.policy, self.optimizer, self.scheduler)
-        truncate_metrics(self.monitor.path, self.state.global_step)
+        for name, lines in truncate_run_logs(self.run_dir, self.state.global_step).items():
+            console.print(f"resume: dropped {lines} line(s) of {name} written after step {self.state.global_step}")
         console.print(f"resumed from {self.checkpoint} at step {self.state.global_step}")
 
     # ------------------------------------------------------------------ main loop
@@ -145,6 +163,7 @@ class DebugRun:
                     if self.cfg.trainer.eval_every and step % self.cfg.trainer.eval_every == 0:
                         metrics.update(await self._validate(step))
                     self.monitor.log(step, name, metrics)
+                    track_nonfinite(self.state, metrics, self.cfg.trainer.max_nonfinite_updates)
                     last = self.state.stage_step == total
                     if last or (self.cfg.trainer.save_every and step % self.cfg.trainer.save_every == 0):
                         self._save(name)
@@ -155,7 +174,8 @@ class DebugRun:
     def _save(self, stage: str) -> None:
         state = self.state.to_dict()
         save_checkpoint(self.run_dir, self.state.global_step, self.policy, self.optimizer, self.scheduler,
-                        {"run_state": state, "stage": stage}, keep_last=self.cfg.trainer.keep_last)
+                        {"run_state": state, "stage": stage, "config": self.cfg.model_dump(mode="json")},
+                        keep_last=self.cfg.trainer.keep_last)
 
     async def _validate(self, step: int) -> dict[str, float]:
         report = await evaluate(self.cfg, self.engine, self.policy.tokenizer, self.run_dir, label="val", step=step,
@@ -251,6 +271,9 @@ def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) 
     return {
         "reward_mean": summary["reward_mean"], "reward_std": summary["reward_std"],
         "success_rate": summary["success_rate"], "failed": summary["failed"] + summary["judge_failed"],
+        "judge_failed": summary["judge_failed"], "timed_out": summary["timed_out"],
+        "timed_out_busy_s": summary["timed_out_busy_s"],
+        **{f"errors/{k}": v for k, v in summary["errors"].items()},
         "episodes": summary["episodes"], "samples_per_episode": len(batch.samples) / episodes,
         "turns_per_episode": summary["turns_per_episode"], "rollout_tokens_per_s": summary["tokens_per_s"],
         "tool_call_parse_failures": summary["tool_call_parse_failures"],

@@ -1,16 +1,39 @@
-"""Where a run is: stage, step, data position; and where its folder is when resuming."""
+"""Where a run is (stage, step, data position, non-finite streak), and what resuming it may change.
+
+Resuming continues exactly one run folder: `output_dir`, or the folder (or checkpoint) given to
+`--resume PATH`, never a neighbour. Its config must match the one the checkpoint was trained with,
+except in keys that do not change the training (`RESUME_FREE_KEYS`) or that the user accepts with
+`trainer.resume_accept`. On resume, log lines of steps after the checkpoint are dropped: they are
+about to be run again.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ajet.errors import CheckpointError
+from ajet.errors import CheckpointError, TrainingError
 from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
+
+# Config keys (or key prefixes) that may differ between a checkpoint and its resumed run: where the
+# run writes, how long it runs, how it is watched, how fast it goes. Everything else changes what is
+# trained and must be accepted on purpose.
+RESUME_FREE_KEYS = (
+    "output_dir", "project", "experiment",
+    "trainer.steps", "trainer.save_every", "trainer.keep_last", "trainer.eval_every",
+    "trainer.max_nonfinite_updates", "trainer.resume_accept",
+    "eval", "task_reader.val", "rollout.val_temperature",
+    "rollout.concurrency", "rollout.episode_timeout_s", "rollout.retries",
+    "gateway.host", "gateway.port", "gateway.max_request_bytes",
+    "engine.max_batch_size", "engine.base_url", "engine.api_key", "engine.request_timeout_s",
+    "model.device", "backbone.swift", "backbone.llamafactory",
+)
+RUN_LOGS = ("metrics.jsonl", "episodes.jsonl", "val_episodes.jsonl")
 
 
 @dataclass
@@ -20,6 +43,7 @@ class RunState:
     global_step: int = 0  # steps finished over all stages (checkpoints are named by it)
     epoch: int = 0  # passes over the current stage's data
     cursor: int = 0  # position inside the current epoch's order
+    nonfinite_streak: int = 0  # optimizer updates skipped in a row for a non-finite loss or gradient
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +87,8 @@ def epochs_to_steps(epochs: float, items: int, batch_size: int) -> int:
 
 
 def find_resume_dir(output_dir: Path, resume: bool | str) -> tuple[Path, Path]:
-    """(run folder, checkpoint) to continue from. `resume` is True (latest) or a path."""
+    """(run folder, checkpoint) to continue from. `resume` is True (the newest checkpoint of
+    `output_dir`) or a path (a run folder or one of its checkpoints)."""
     if isinstance(resume, str):
         path = Path(resume)
         if (path / "checkpoints").is_dir():  # a run folder
@@ -73,19 +98,121 @@ def find_resume_dir(output_dir: Path, resume: bool | str) -> tuple[Path, Path]:
             return path, ckpt
         ckpt = resolve_checkpoint(path)
         return ckpt.parent.parent, ckpt
-    candidates = [output_dir] + (sorted(output_dir.parent.iterdir()) if output_dir.parent.is_dir() else [])
-    found = [(d, c) for d in candidates if d.is_dir() and (c := latest_checkpoint(d)) is not None]
-    if not found:
+    ckpt = latest_checkpoint(output_dir) if output_dir.is_dir() else None
+    if ckpt is not None:
+        return output_dir, ckpt
+    neighbours = _runs_with_checkpoints(output_dir.parent)
+    hint = ("; run folders with checkpoints next to it, newest first: "
+            + ", ".join(f"{d} (step {c.name.removeprefix('step-').lstrip('0') or '0'})" for d, c in neighbours[:5])
+            if neighbours else "")
+    raise CheckpointError(
+        f"--resume found no complete checkpoint in output_dir {str(output_dir)!r}. --resume continues exactly "
+        "the run in output_dir, never another one: name the run to continue with --resume RUN_FOLDER (or "
+        f"output_dir=RUN_FOLDER){hint}")
+
+
+def _runs_with_checkpoints(parent: Path) -> list[tuple[Path, Path]]:
+    if not parent.is_dir():
+        return []
+    found = [(d, c) for d in parent.iterdir() if d.is_dir() and (c := latest_checkpoint(d)) is not None]
+    return sorted(found, key=lambda dc: dc[1].stat().st_mtime, reverse=True)
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists and scalars are leaves."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _covered(key: str, prefixes: Any) -> bool:
+    return any(key == p or key.startswith(f"{p}.") for p in prefixes)
+
+
+def check_resume_config(saved: dict[str, Any], current: dict[str, Any], accepted: list[str],
+                        checkpoint: Path) -> list[str]:
+    """Compare the config a checkpoint was trained with (`saved`) to the one resuming it (`current`),
+    both `AjetConfig.model_dump(mode="json")`. Returns notes on the changes that are fine; raises
+    CheckpointError naming every change that alters the training and was not accepted."""
+    old, new = flatten(saved), flatten(current)
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k, _ABSENT) != new.get(k, _ABSENT))
+    refused = [k for k in changed if not _covered(k, RESUME_FREE_KEYS) and not _covered(k, accepted)]
+    if refused:
+        lines = "\n".join(f"  {k}: {_show(old.get(k, _ABSENT))} → {_show(new.get(k, _ABSENT))}" for k in refused)
+        keys = ",".join(refused)
         raise CheckpointError(
-            f"--resume found no complete checkpoint in {str(output_dir)!r} or its sibling run folders; "
-            "pass --resume PATH to a run folder or checkpoint")
-    return max(found, key=lambda dc: dc[1].stat().st_mtime)
+            f"--resume: the config differs from the one {checkpoint} was trained with, in keys that change the "
+            f"training:\n{lines}\nResume with the old values (drop these overrides), or accept the change on "
+            f"purpose: add 'trainer.resume_accept=[{keys}]'. Keys that may change freely (trainer.steps, "
+            "output_dir, eval settings, ...) are listed in docs/reliability.md.")
+    notes = [f"{k}: {_show(old.get(k, _ABSENT))} → {_show(new.get(k, _ABSENT))}" for k in changed
+             if k != "output_dir"]
+    unused = [a for a in accepted if not any(_covered(k, [a]) for k in changed)]
+    if unused:
+        notes.append(f"trainer.resume_accept names {', '.join(unused)}, which did not change")
+    return notes
 
 
-def truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop metric rows of steps after the checkpoint: they are about to be run again."""
-    if not path.is_file():
-        return
-    rows = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    kept = [line for line in rows if json.loads(line).get("step", 0) <= last_step]
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_ABSENT = _Absent()
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, _Absent) else json.dumps(value, default=str)[:80]
+
+
+def truncate_run_logs(run_dir: Path, last_step: int) -> dict[str, int]:
+    """Drop the lines of steps after `last_step` from the run's JSONL logs (metrics, episodes, val
+    episodes), and any line a crash cut short: those steps are about to be run again. Rows without a
+    step are kept. Each file is rewritten atomically. Returns {file name: lines dropped}."""
+    dropped: dict[str, int] = {}
+    for name in RUN_LOGS:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        kept, lost = [], 0
+        with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:  # the line a kill -9 cut short
+                    lost += 1
+                    continue
+                step = row.get("step") if isinstance(row, dict) else None
+                if isinstance(step, int) and step > last_step:
+                    lost += 1
+                    continue
+                kept.append(line if line.endswith("\n") else line + "\n")
+        if lost:
+            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_text("".join(kept), encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, path)
+            dropped[name] = lost
+    return dropped
+
+
+def track_nonfinite(state: RunState, stats: dict[str, Any], limit: int) -> None:
+    """Update the streak of skipped (non-finite) updates from one step's stats; raise TrainingError
+    when it reaches `limit`. The weights were never updated with a non-finite value."""
+    skipped = int(stats.get("nonfinite_updates", 0))
+    applied = int(stats.get("updates", 0))
+    if applied:
+        state.nonfinite_streak = int(stats.get("nonfinite_tail", 0))
+    else:
+        state.nonfinite_streak += skipped
+    if skipped and state.nonfinite_streak >= limit:
+        raise TrainingError(
+            f"the loss or the gradients were non-finite (NaN or inf) in {state.nonfinite_streak} optimizer updates "
+            f"in a row (limit trainer.max_nonfinite_updates={limit}); each was skipped, so the weights and the last "
+            f"checkpoint are intact. Lower the learning rate, check the rewards and the data, or raise the limit.")

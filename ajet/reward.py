@@ -1,0 +1,24 @@
+"""`Reward`: what a judge (or a workflow scoring itself) gives an episode.
+
+It sits below both `ajet.workflow` (WorkflowOutput.reward) and `ajet.judge`, so neither imports
+the other for it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Reward(BaseModel):
+    """A scalar reward with optional named parts (kept in episodes.jsonl and averaged in reports)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: float = Field(description="The scalar the algorithm trains on.")
+    parts: dict[str, float] = Field(default_factory=dict, description="Named components, for reports.")
+    is_success: bool | None = Field(default=None, description="Success verdict; default total >= threshold.")
+    feedback: str | None = Field(default=None, description="Free text explanation, e.g. from an LLM judge.")
+
+    @classmethod
+    def of(cls, value: float | Reward) -> Reward:
+        return value if isinstance(value, Reward) else cls(total=float(value))

@@ -1,0 +1,233 @@
+"""Chaos: a short `ajet eval` and a 3-step GRPO run on the tiny model while everything that can
+misbehave does, and what survives.
+
+In a set share of episodes the workflow raises, hangs, calls sys.exit, swallows its cancellation or
+cancels itself; the judge returns NaN for another share; every healthy episode first fires a barrage
+of malformed requests at the gateway with its own key (the eight shapes that once gave 500s,
+poisonous sampling parameters, deep JSON, NaN); and a client thread in this process fires malformed
+requests at the gateway's port throughout (no key, bad keys, garbage bodies, wrong routes and
+methods, a body that never finishes). Each run is an `ajet` subprocess, as a user runs it.
+
+    python benchmarks/chaos.py [--steps 3] [--keep DIR]
+
+A run is completed when its command exits 0 with its report (eval.json; metrics.jsonl with every
+step). Lost episodes: expected episodes (tasks x group size, per step) without their line in the
+run's episodes file. Server 500s: answers with status 500 seen by either client.
+Last line: `chaos_runs_completed=<k>/<n> lost_episodes=<m> server_500s=<s>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ["normal"] * 6 + ["raise", "hang", "exit", "swallow", "cancel", "judge_nan"]
+
+WORKFLOW = '''
+"""A workflow and a judge that misbehave on purpose, by task kind."""
+
+import asyncio
+import json
+import sys
+
+import httpx
+
+from ajet import Judge, Workflow, WorkflowOutput
+
+MALFORMED = [
+    b'{"messages": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+    b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+    b'{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": 5}]}',
+    b'{"messages": [{"role": "assistant", "tool_calls": [{"function": "f"}]}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": null}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": "f"}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "seed": 18446744073709551616}',
+    b'{"messages": [{"role": "user", "content": "x"}], "temperature": 1e-300}',
+    b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}',
+    b'{"messages": [{"role": "user", "content": "\\\\ud800"}]}',
+    b'{"messages": "not a list"}',
+    b"\\xff\\xfe not json",
+]
+
+
+class Chaos(Workflow):
+    async def execute(self, task, tuner):
+        kind = task.metadata["kind"]
+        if kind == "raise":
+            raise RuntimeError("tool server down")
+        if kind == "hang":
+            await asyncio.Event().wait()
+        if kind == "exit":
+            sys.exit(1)
+        if kind == "cancel":
+            raise asyncio.CancelledError()
+        if kind == "swallow":
+            try:
+                await asyncio.sleep(600)
+            except asyncio.CancelledError:
+                pass
+            await asyncio.sleep(600)
+        statuses = []
+        async with httpx.AsyncClient(timeout=60) as http:
+            for body in MALFORMED:
+                r = await http.post(f"{tuner.base_url}/chat/completions", content=body,
+                                    headers={"Authorization": f"Bearer {tuner.api_key}"})
+                statuses.append(r.status_code)
+        client = tuner.openai_client()
+        r = await client.chat.completions.create(model=tuner.model, messages=[{"role": "user", "content": task.query}])
+        return WorkflowOutput(answer=r.choices[0].message.content,
+                              metrics={"malformed_sent": len(statuses), "malformed_500": statuses.count(500)})
+
+
+class NanJudge(Judge):
+    async def score(self, task, output):
+        return float("nan") if task.metadata["kind"] == "judge_nan" else len(output.answer or "") / 20
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _project(folder: Path) -> Path:
+    (folder / "chaos_flow.py").write_text(WORKFLOW)
+    rows = [{"query": f"Tell me about item {i}.", "kind": kind} for i, kind in enumerate(KINDS)]
+    (folder / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "chaos.yaml").write_text(textwrap.dedent(f"""
+        ajet:
+          project: chaos
+          model: {{path: tiny-random}}
+          workflow: chaos_flow.py:Chaos
+          task_reader: {{type: jsonl, train: tasks.jsonl, val: tasks.jsonl}}
+          judge: {{type: chaos_flow.py:NanJudge}}
+          algorithm: grpo
+          rollout: {{group_size: 2, batch_tasks: {len(KINDS)}, max_tokens_per_turn: 8, max_turns: 2,
+                    episode_timeout_s: 3, retries: 1}}
+          trainer: {{save_every: 1, lr: 0.001}}
+    """))
+    return folder / "chaos.yaml"
+
+
+class Heckler(threading.Thread):
+    """Fires malformed requests at a port until stopped; counts the answers by status."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.stop = threading.Event()
+        self.statuses: dict[int, int] = {}
+        self.rng = random.Random(0)
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.base, timeout=30) as http:
+            while not self.stop.is_set():
+                try:
+                    self._one(http)
+                except (httpx.HTTPError, OSError):  # the server is not up yet, or between stages
+                    time.sleep(0.2)
+                time.sleep(0.05)
+
+    def _one(self, http: httpx.Client) -> None:
+        pick = self.rng.randrange(7)
+        keys = ["", "Bearer ", "Bearer ajet-forged", "Basic abc", "Bearer " + "x" * 5000]
+        headers = {"Authorization": self.rng.choice(keys)}
+        if pick == 0:
+            r = http.post("/v1/chat/completions", content=os.urandom(self.rng.randrange(1, 400)), headers=headers)
+        elif pick == 1:
+            body = {"messages": [{"role": "user", "content": "x"}]}
+            r = http.post("/v1/chat/completions", json=body, headers=headers)
+        elif pick == 2:
+            r = http.get(self.rng.choice(["/v1/nothing", "/", "/v1/chat/completions", "/docs"]))
+        elif pick == 3:
+            r = http.request(self.rng.choice(["PUT", "DELETE", "PATCH"]), "/v1/models")
+        elif pick == 4:
+            r = http.get("/v1/models")
+        elif pick == 5:
+            r = http.post("/v1/completions", content=b"[" * 20_000, headers=headers)
+        else:
+            self._stalled()
+            return
+        self.statuses[r.status_code] = self.statuses.get(r.status_code, 0) + 1
+
+    def _stalled(self) -> None:
+        """Declare 1000 body bytes, send 10, hang up."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"messag")
+            time.sleep(0.2)
+
+
+def _ajet(args: list[str], port: int, log: Path) -> tuple[int, float, dict[int, int]]:
+    heckler = Heckler(port)
+    heckler.start()
+    started = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args, f"gateway.port={port}"], cwd=ROOT,
+                              stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    heckler.stop.set()
+    heckler.join(30)
+    return proc.returncode, time.perf_counter() - started, heckler.statuses
+
+
+def _episodes(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--keep", metavar="DIR", help="keep the runs in DIR (default: a temporary folder)")
+    args = parser.parse_args()
+    folder = Path(args.keep or tempfile.mkdtemp(prefix="ajet-chaos-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = _project(folder)
+    completed, lost, server_500s = 0, 0, 0
+    runs = [
+        ("eval", ["eval", "--conf", str(conf), f"output_dir={folder / 'eval'}"], folder / "eval",
+         "eval_episodes.jsonl", len(KINDS)),
+        ("grpo", ["--conf", str(conf), f"trainer.steps={args.steps}", f"output_dir={folder / 'grpo'}"],
+         folder / "grpo", "episodes.jsonl", args.steps * len(KINDS) * 2),
+    ]
+    for name, argv, out, episodes_file, expected in runs:
+        rc, seconds, statuses = _ajet(argv, _free_port(), folder / f"{name}.log")
+        episodes = _episodes(out / episodes_file)
+        report_ok = (out / "eval.json").is_file() if name == "eval" else \
+            len(_episodes(out / "metrics.jsonl")) == args.steps
+        completed += rc == 0 and report_ok
+        missing = max(expected - len(episodes), 0)
+        lost += missing
+        inner = [e.get("metrics", {}) for e in episodes]
+        inner_sent = int(sum(m.get("malformed_sent", 0) for m in inner))
+        inner_500 = int(sum(m.get("malformed_500", 0) for m in inner))
+        server_500s += statuses.get(500, 0) + inner_500
+        errors: dict[str, int] = {}
+        for e in episodes:
+            kind = (e.get("error") or e.get("judge_error") or "ok").split(":")[0]
+            errors[kind] = errors.get(kind, 0) + 1
+        print(f"{name}: exit {rc} in {seconds:.0f} s · episodes {len(episodes)}/{expected} · outcomes {errors} · "
+              f"malformed with keys {inner_sent} (500s: {inner_500}) · heckler {dict(sorted(statuses.items()))}")
+        if rc != 0:
+            print((folder / f"{name}.log").read_text()[-2000:])
+    print(f"runs in {folder}")
+    print(f"chaos_runs_completed={completed}/{len(runs)} lost_episodes={lost} server_500s={server_500s}")
+
+
+if __name__ == "__main__":
+    main()

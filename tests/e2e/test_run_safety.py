@@ -1,0 +1,187 @@
+"""A run's data stays whole on the debug backbone (tiny model): --resume continues exactly the run it is
+pointed at and refuses a config that would train differently; a judge returning NaN never reaches the
+weights; non-finite updates are skipped and, N in a row, stop the run with exit code 1; a resumed run
+does not keep the interrupted step's episodes twice; `ajet eval` survives workflows that cancel
+themselves, exit or swallow their cancellation."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from ajet.backbone.registry import run_backbone as run
+from ajet.config.loader import load_config
+from ajet.errors import CheckpointError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FLOW = '''
+import asyncio, sys
+from ajet import Judge, Workflow, WorkflowOutput
+
+
+class Ask(Workflow):
+    async def execute(self, task, tuner):
+        if task.query == "cancel":
+            raise asyncio.CancelledError()
+        if task.query == "exit":
+            sys.exit(1)
+        if task.query == "swallow":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                pass
+            return WorkflowOutput(answer="sneaky", reward=1.0)
+        client = tuner.openai_client()
+        r = await client.chat.completions.create(model=tuner.model, messages=[{"role": "user", "content": task.query}])
+        return WorkflowOutput(answer=r.choices[0].message.content)
+
+
+class LengthJudge(Judge):
+    """Reward by answer length; NaN for tasks marked nan (a broken judge)."""
+
+    async def score(self, task, output):
+        if task.metadata.get("nan"):
+            return float("nan")
+        return len(output.answer or "") / 20
+'''
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "flow.py").write_text(FLOW)
+    rows = [{"query": f"Say something about {w}.", "nan": w in ("oil", "coal")} for w in ("gas", "oil", "wind", "coal")]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    conversations = [{"messages": [{"role": "user", "content": f"Price {i}?"}, {"role": "assistant", "content": f"{i} USD."}]}
+                     for i in range(8)]
+    (tmp_path / "sft.jsonl").write_text("".join(json.dumps(c) + "\n" for c in conversations))
+    (tmp_path / "run.yaml").write_text(textwrap.dedent("""
+        ajet:
+          project: safety
+          model: {path: tiny-random}
+          workflow: flow.py:Ask
+          task_reader: {type: jsonl, train: train.jsonl, val: train.jsonl}
+          judge: {type: flow.py:LengthJudge}
+          algorithm: grpo
+          sft: {data: sft.jsonl, batch_size: 2}
+          rollout: {group_size: 2, batch_tasks: 2, max_tokens_per_turn: 6, max_turns: 2, episode_timeout_s: 3}
+          trainer: {steps: 2, save_every: 1, lr: 0.001, seed: 3}
+    """))
+    return tmp_path
+
+
+def _cfg(project: Path, *overrides: str):
+    return load_config(project / "run.yaml", list(overrides))
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _finite(run_dir: Path) -> bool:
+    for ckpt in (run_dir / "checkpoints").glob("step-*"):
+        for tensor in load_file(ckpt / "adapter" / "adapter_model.safetensors").values():
+            if not torch.isfinite(tensor).all():
+                return False
+    return True
+
+
+def test_resume_continues_exactly_its_run_and_refuses_a_config_that_trains_differently(project, capsys):
+    a, b = project / "runs" / "A", project / "runs" / "B"
+    run(_cfg(project, f"output_dir={a}", "trainer.steps=1", "rollout.group_size=1"))
+    run(_cfg(project, f"output_dir={b}", "trainer.steps=1", "rollout.group_size=1"))  # a newer sibling
+    b_config = (b / "config.yaml").read_bytes()
+
+    with pytest.raises(CheckpointError) as refused:  # lr and group size change what is trained
+        run(_cfg(project, f"output_dir={a}", "trainer.steps=2", "trainer.lr=0.01"), resume=True)
+    message = str(refused.value)
+    assert f"the config differs from the one {a / 'checkpoints' / 'step-000001'} was trained with" in message
+    assert "  rollout.group_size: 1 → 2\n  trainer.lr: 0.001 → 0.01\n" in message
+    assert "add 'trainer.resume_accept=[rollout.group_size,trainer.lr]'" in message
+
+    capsys.readouterr()
+    result = run(_cfg(project, f"output_dir={a}", "trainer.steps=2", "rollout.group_size=1"), resume=True)
+    out = capsys.readouterr().err
+    assert f"resumed from {a / 'checkpoints' / 'step-000001'}" in out.replace("\n", "")
+    assert "resume: config changed: trainer.steps: 1 → 2" in out  # fine: a longer run trains the same way
+    assert result["run_dir"] == str(a) and [r["step"] for r in _lines(a / "metrics.jsonl")] == [1, 2]
+    assert (b / "config.yaml").read_bytes() == b_config and not (b / "checkpoints" / "step-000002").exists()
+
+    run(_cfg(project, f"output_dir={a}", "trainer.steps=3", "rollout.group_size=1", "trainer.lr=0.01",
+             "trainer.resume_accept=[trainer.lr]"), resume=True)  # accepted on purpose
+    assert [r["step"] for r in _lines(a / "metrics.jsonl")] == [1, 2, 3]
+
+    with pytest.raises(CheckpointError) as nothing:
+        run(_cfg(project, f"output_dir={project / 'runs' / 'C'}"), resume=True)
+    assert "--resume found no complete checkpoint in output_dir" in str(nothing.value)
+    assert f"{a} (step 3), {b} (step 1)" in str(nothing.value)  # neighbours are named, never picked
+
+
+def test_a_nan_judge_is_counted_and_never_reaches_the_weights(project):
+    out = project / "nan"
+    run(_cfg(project, f"output_dir={out}", "trainer.steps=2", "rollout.batch_tasks=4"))
+    rows = _lines(out / "metrics.jsonl")
+    assert [r["judge_failed"] for r in rows] == [4, 4]  # oil and coal, two episodes each, every step
+    assert all(r["loss"] == r["loss"] and r["nonfinite_updates"] == 0 for r in rows if "loss" in r)
+    episodes = _lines(out / "episodes.jsonl")
+    assert sum(1 for e in episodes if (e["judge_error"] or "").startswith("NonFiniteReward: the judge returned")) == 8
+    assert _finite(out)
+
+
+def test_non_finite_updates_are_skipped_then_stop_the_run_with_exit_code_1(project):
+    out = project / "blowup"
+    # lr 1e30: the first update sends the adapters to ~1e30, every later loss is inf/NaN.
+    proc = subprocess.run(
+        [sys.executable, "-m", "ajet.cli", "--conf", str(project / "run.yaml"), "algorithm=sft", "sft.lr=1e30",
+         "sft.epochs=3", "trainer.max_nonfinite_updates=2", f"output_dir={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    message = " ".join(proc.stderr.split())
+    assert ("error: the loss or the gradients were non-finite (NaN or inf) in 2 optimizer updates in a row "
+            "(limit trainer.max_nonfinite_updates=2); each was skipped, so the weights and the last checkpoint "
+            "are intact.") in message
+    rows = _lines(out / "metrics.jsonl")
+    assert [r["nonfinite_updates"] for r in rows] == [0, 1, 1]
+    assert [r["step"] for r in rows] == [1, 2, 3] and _finite(out)
+
+
+def test_a_resumed_run_keeps_each_episode_once(project):
+    out = project / "killed"
+    run(_cfg(project, f"output_dir={out}"))
+    assert len(_lines(out / "episodes.jsonl")) == 8
+    # What kill -9 during step 2's rollout leaves: its episodes written, its checkpoint not, a torn line.
+    shutil.rmtree(out / "checkpoints" / "step-000002")
+    with (out / "episodes.jsonl").open("a") as handle:
+        handle.write('{"episode_id": "torn", "step": 2, "ta')
+    run(_cfg(project, f"output_dir={out}"), resume=True)
+    episodes = _lines(out / "episodes.jsonl")
+    assert sorted(e["step"] for e in episodes) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert len({e["episode_id"] for e in episodes}) == 8
+    assert [r["step"] for r in _lines(out / "metrics.jsonl")] == [1, 2]
+
+
+def test_eval_survives_workflows_that_cancel_exit_or_swallow(project):
+    with (project / "train.jsonl").open("a", encoding="utf-8") as handle:
+        for query in ("cancel", "exit", "swallow"):
+            handle.write(json.dumps({"query": query}) + "\n")
+        handle.write('{"query": "lone \\ud800"}\n')  # valid JSON, not Unicode: skipped and reported
+    out = project / "eval"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ajet.cli", "eval", "--conf", str(project / "run.yaml"), f"output_dir={out}",
+         "rollout.retries=0", "rollout.episode_timeout_s=2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "eval.json").read_text())
+    assert report["episodes"] == 7 and report["failed"] == 3 and report["judge_failed"] == 2
+    assert report["errors"] == {"CancelledError": 1, "SystemExit": 1, "TimeoutError": 1}
+    assert len(_lines(out / "eval_episodes.jsonl")) == 7
+    assert "unpaired surrogate" in proc.stderr
