@@ -32,18 +32,13 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
     kind = cfg.engine.type
     if kind == "hf":
         from ajet.engine.hf import HFEngine
-        from ajet.models import resolve_autocast
 
-        engine = HFEngine.from_pretrained(
+        # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
+        return HFEngine.from_pretrained(
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
-            prefix_cache_mb=cfg.engine.prefix_cache_mb,
+            prefix_cache_mb=cfg.engine.prefix_cache_mb, autocast=cfg.model.autocast,
         )
-        # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
-        weights = next(engine.model.parameters())
-        engine.autocast_dtype = resolve_autocast(cfg.model.autocast, engine.device, weights.dtype,
-                                                 sum(p.numel() for p in engine.model.parameters()))
-        return engine
     if kind == "remote":
         from ajet.engine.remote import RemoteEngine
 

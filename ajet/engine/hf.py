@@ -138,19 +138,23 @@ class HFEngine(Engine):
         seed: int = 0,
         model_name: str | None = None,
         prefix_cache_mb: float = 1024,
-        autocast_dtype: Any = None,
+        autocast: str = "auto",
         **model_kwargs: Any,
     ) -> HFEngine:
         """Load a model folder (or 'tiny-random' / 'smollm2-135m-instruct' / a hub id) onto a device.
 
         device: 'auto' (CUDA when available), 'cpu', 'cuda' or 'cuda:N'. dtype: 'auto' (bfloat16 on
-        CUDA when supported, float32 on CPU), 'float32', 'bfloat16' or 'float16'.
+        CUDA when supported, float32 on CPU), 'float32', 'bfloat16' or 'float16'. autocast: 'auto',
+        'off' or 'bfloat16', resolved by the rule training uses (`model.autocast`).
         """
-        from ajet.models import load_causal_lm
+        from ajet.models import load_causal_lm, resolve_autocast
 
         model, tokenizer = load_causal_lm(path, device, dtype, **model_kwargs)
+        weights = next(model.parameters())
+        size = sum(p.numel() for p in model.parameters())
+        precision = resolve_autocast(autocast, weights.device, weights.dtype, size)
         return cls(model, tokenizer, max_batch_size=max_batch_size, seed=seed, model_name=model_name or path,
-                   prefix_cache_mb=prefix_cache_mb, autocast_dtype=autocast_dtype)
+                   prefix_cache_mb=prefix_cache_mb, autocast_dtype=precision)
 
     @property
     def device(self) -> Any:

@@ -274,7 +274,7 @@ class Stepper:
                 row.generator = torch.Generator(device=engine.device).manual_seed(request.seed)
             except (RuntimeError, OverflowError, TypeError, ValueError) as exc:
                 raise EngineError(f"seed {request.seed!r} cannot seed a torch.Generator ({exc}); "
-                                  "use an integer in [0, 2**64)") from exc
+                                  "use an integer in [-2**63, 2**64)") from exc
         if sampling.stop:
             # A stop string of n characters spans at most ~4n byte-level tokens (multi-byte characters).
             row.window = 4 * max(len(s) for s in sampling.stop) + 4
