@@ -150,6 +150,12 @@ class EngineConfig(_Section):
                               "the first in /v1/models).")
     replay_file: FilePath | None = Field(None, description="replay: episodes.jsonl of an earlier run, or a JSON list of scripted completions.")
     max_batch_size: int = Field(16, ge=1, description="hf: most requests decoded together in one forward pass.")
+    prefix_cache_mb: float = Field(
+        1024, ge=0,
+        description="hf: most memory (MiB) the prefix KV cache keeps: the attention keys/values of prompts and "
+        "finished completions, so a later request that starts with the same tokens (the system prompt and "
+        "tools, an episode's previous turn) prefills only the rest. Least recently used prefixes are evicted "
+        "first; the cache is dropped when the weights change. 0 turns it off.")
     seed: int = Field(0, description="Sampling seed.")
     request_timeout_s: float = Field(300, gt=0, description="remote, chat_api: timeout of one completion request.")
 

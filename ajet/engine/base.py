@@ -37,6 +37,7 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)  # stop strings; the matched text is cut off
     seed: int | None = None
     guided: GuidedDecoding | None = None  # constrained decoding (tool_choice, response_format)
+    adapter: str | None = None  # a LoRA adapter the engine serves (HFEngine.load_adapter); None: the model as is
 
 
 @dataclass

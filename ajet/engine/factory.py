@@ -34,9 +34,11 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
     if kind == "hf":
         from ajet.engine.hf import HFEngine
 
+        # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
         return HFEngine.from_pretrained(
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
+            prefix_cache_mb=cfg.engine.prefix_cache_mb, autocast=cfg.model.autocast,
         )
     if kind == "remote":
         from ajet.engine.remote import RemoteEngine

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 import torch
 
 from ajet.engine.base import SamplingParams
-from ajet.engine.hf import HFEngine, _Request, _top_p_filter
+from ajet.engine.hf import HFEngine, _Request
+from ajet.engine.sampling import _top_p_filter
 from ajet.errors import EngineError
 
 TEXTS = [
@@ -242,7 +244,7 @@ async def test_close_fails_running_and_waiting_requests_then_the_engine_restarts
 
 @pytest.mark.slow
 async def test_real_smollm2_answers_and_batches_exactly(smollm2_path):
-    real = HFEngine.from_pretrained(smollm2_path, device="cpu")
+    real = HFEngine.from_pretrained(smollm2_path, device="cpu", autocast="off")  # float32: exact comparisons
     tok = real.tokenizer
     questions = ["What is the capital of France?", "Name three colors."]
     prompts = [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True)
@@ -256,3 +258,129 @@ async def test_real_smollm2_answers_and_batches_exactly(smollm2_path):
         expected = full_forward_logprobs(real.model, prompt, gen.token_ids)
         assert max(abs(a - b) for a, b in zip(gen.logprobs, expected)) < 1e-3
     await real.close()
+
+
+# ---------------------------------------------------------------------- the prefix KV cache
+SYSTEM = ("You are an energy analyst. Tools: get_gas_price(city), get_storage_level(region), "
+          "get_pipeline_flow(pipeline), convert_units(value, from_unit, to_unit). ") * 3
+
+
+async def tool_agent_episodes(engine, sampling_of, tasks: int = 2, group: int = 4, turns: int = 3):
+    """tasks x group concurrent episodes in the shape of a tool agent's: one system prompt for all, identical
+    first prompts within a group, each turn's prompt = the previous prompt + its completion + a tool result."""
+    tok = engine.tokenizer
+
+    async def episode(task: int, member: int):
+        prompt = tok.encode(SYSTEM + f"User: question {task} about city {task * 3}?")
+        calls = []
+        for turn in range(turns):
+            gen = await engine.generate(prompt, sampling_of(task * group + member))
+            calls.append((list(prompt), gen))
+            prompt = prompt + gen.token_ids + tok.encode(f" Tool result {turn}: {task * 7 + turn}.")
+        return calls
+
+    return await asyncio.gather(*(episode(t, m) for t in range(tasks) for m in range(group)))
+
+
+@pytest.mark.parametrize("sampling_of", [
+    lambda i: SamplingParams(max_tokens=10, temperature=0.0),
+    lambda i: SamplingParams(max_tokens=10, temperature=1.0, top_p=0.9, seed=100 + i),
+], ids=["greedy", "seeded"])
+async def test_prefix_cache_gives_the_same_tokens_and_logprobs_as_no_cache(engine, sampling_of):
+    cached = HFEngine(engine.model, engine.tokenizer, prefix_cache_mb=64)
+    plain = HFEngine(engine.model, engine.tokenizer, prefix_cache_mb=0)
+    with_cache = await tool_agent_episodes(cached, sampling_of)
+    without = await tool_agent_episodes(plain, sampling_of)
+    worst = 0.0
+    for episode_a, episode_b in zip(with_cache, without):
+        for (prompt_a, a), (prompt_b, b) in zip(episode_a, episode_b):
+            assert prompt_a == prompt_b and a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+            worst = max(worst, max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)))
+    # Float32 throughout. The cache changes only how attention sums are split (prefix computed in another
+    # pass, other padding), the same kind of change batching already makes: a padded batch differs from a
+    # lone forward pass by ~1e-6 here. 1e-5 leaves room for that and would catch any real difference
+    # (a wrong position or a stale KV moves logprobs by 1e-2 or more on this model).
+    assert worst < 1e-5
+    assert cached.stats.prompt_tokens == plain.stats.prompt_tokens == plain.stats.prefilled_tokens
+    # Computed once: the system prompt, each task's question, each turn's new tail. The rest came from the cache.
+    assert cached.stats.prefilled_tokens < 0.2 * plain.stats.prefilled_tokens
+    assert cached.prefix_cache.stats.hit_tokens > 0 and cached.prefix_cache.nbytes <= 64 * 2**20
+
+
+async def test_the_cache_is_dropped_when_the_weights_change(tiny_model_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()  # its own copy: weights change here
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    cached = HFEngine(model, tok, prefix_cache_mb=64)
+    prompt = tok.encode(SYSTEM + "User: what is the price in Boston?")
+
+    async def reference():
+        return await HFEngine(model, tok, prefix_cache_mb=0).generate(prompt, greedy(8))
+
+    before = await cached.generate(prompt, greedy(8))
+    assert cached.prefix_cache.tokens >= len(prompt)
+    values = [layer.self_attn.v_proj.weight for layer in model.model.layers]
+    with cached.lock, torch.no_grad():  # the trainer's way: update under the lock, then bump the version
+        for weight in values:
+            weight.mul_(3)
+    cached.weights_version += 1
+    after, expected = await cached.generate(prompt, greedy(8)), await reference()
+    assert after.token_ids == expected.token_ids
+    assert max(abs(x - y) for x, y in zip(after.logprobs, expected.logprobs)) < 1e-5
+    assert max(abs(x - y) for x, y in zip(after.logprobs, before.logprobs)) > 1e-2  # stale KV would show
+    # An in-place update nobody announced (no version bump) is caught by torch's version counters.
+    with torch.no_grad():
+        values[0].mul_(0.5)
+    again, expected = await cached.generate(prompt, greedy(8)), await reference()
+    assert max(abs(x - y) for x, y in zip(again.logprobs, expected.logprobs)) < 1e-5
+    assert max(abs(x - y) for x, y in zip(again.logprobs, after.logprobs)) > 1e-2
+    assert cached.prefix_cache.stats.clears == 2
+
+
+async def test_autocast_runs_the_model_in_bfloat16_with_float32_logprobs(engine, prompts):
+    from ajet.trainer.logprobs import token_logprobs
+
+    dtypes, weights = [], []
+    head = engine.model.lm_head
+    weight = head.weight
+
+    def record(module, args, out):
+        dtypes.append(out.dtype)
+        weights.append(module.weight.dtype)
+
+    hook = head.register_forward_hook(record)
+    try:
+        mixed = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
+        sampling = SamplingParams(max_tokens=8, temperature=1.0, seed=5)
+        gen = await mixed.generate(prompts[2], sampling)
+    finally:
+        hook.remove()
+    assert mixed.autocast_dtype == torch.bfloat16 and set(dtypes) == {torch.bfloat16}
+    # The engine ran with bf16 copies of the Linear weights (no cast per step); the model's own are as they were.
+    assert set(weights) == {torch.bfloat16} and head.weight is weight and weight.dtype == torch.float32
+    assert engine.model.model.embed_tokens.weight is weight  # the tied embedding kept its float32 table
+    recast = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
+    recast._cast_weights.swapped = contextlib.nullcontext  # autocast casting the float32 weights each call
+    same = await recast.generate(prompts[2], sampling)
+    assert same.token_ids == gen.token_ids and same.logprobs == gen.logprobs  # the very same numbers
+    full = await HFEngine(engine.model, engine.tokenizer).generate(prompts[2], SamplingParams(max_tokens=8, seed=5))
+    ids = torch.tensor([prompts[2] + gen.token_ids])
+    loss_mask = torch.zeros_like(ids)
+    loss_mask[0, len(prompts[2]):] = 1
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # what the trainer recomputes
+        trainer = token_logprobs(engine.model, ids, torch.ones_like(ids), loss_mask)[0, len(prompts[2]):].tolist()
+    assert max(abs(a - b) for a, b in zip(gen.logprobs, trainer)) < 5e-3  # bf16 matmuls, float32 log-softmax
+    assert gen.logprobs != full.logprobs  # really computed at another precision
+
+
+def test_build_engine_follows_model_autocast_and_prefix_cache_mb(tiny_model_path):
+    from ajet.config.schema import AjetConfig
+    from ajet.engine.factory import build_engine
+
+    cfg = AjetConfig(workflow="wf.py:W", model={"path": tiny_model_path, "device": "cpu", "autocast": "bfloat16"},
+                     engine={"type": "hf", "prefix_cache_mb": 8})
+    built = build_engine(cfg)
+    assert built.autocast_dtype == torch.bfloat16 and built.prefix_cache.max_bytes == 8 * 2**20
+    cfg.model.autocast = "off"
+    assert build_engine(cfg).autocast_dtype is None

@@ -64,7 +64,8 @@ class DebugRun:
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
         self.engine = HFEngine(self.policy.model, self.policy.tokenizer, max_batch_size=cfg.engine.max_batch_size,
-                               seed=cfg.engine.seed)
+                               seed=cfg.engine.seed, autocast_dtype=self.policy.autocast_dtype,
+                               prefix_cache_mb=cfg.engine.prefix_cache_mb)
         self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
         self.steps = [self._stage_steps(name) for name in cfg.stages]
         self.monitor = Monitor(self.run_dir, sum(self.steps))
