@@ -5,8 +5,9 @@ virtual environment (`ajet.backbone.envs`). The steps install a CPU torch first 
 pulls a CUDA build by accident; on a GPU machine install your own CUDA torch and point
 `ajet.backbone.swift.python` at that environment), then ms-swift with the libraries it resolves to,
 then what ajet's plugin imports inside swift's process that ms-swift does not bring: msgspec (GRPO
-needs it; ms-swift forgets to declare it), hydra-core (ajet.config), rich, and fastmcp (the MCP
-workflows of ajet's tutorials). A user's `packages` are one more step.
+needs it; ms-swift forgets to declare it), hydra-core (ajet.config), rich, fastmcp (the MCP
+workflows of ajet's tutorials), llguidance (the gateway constrains tool calls with it) and
+python-dotenv (the config loader reads `.env` files). A user's `packages` are one more step.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ AJET_RUNTIME = (
     "hydra-core==1.3.8",
     "rich==15.0.0",
     "fastmcp==4.1.2",
+    "llguidance==1.9.1",
+    "python-dotenv==1.2.2",
 )
-CHECK = ("import swift, trl, msgspec, ajet.backbone.swift.template; "
+CHECK = ("import swift, trl, msgspec, llguidance, ajet.backbone.swift.template; "
          "from swift.rollout.multi_turn import MultiTurnScheduler; from swift.rewards import AsyncORM")
 
 
