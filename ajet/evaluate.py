@@ -101,6 +101,15 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
         console.print(f"[yellow]{count} episode(s) failed with {error}[/]")
 
 
+def _checkpoint_label(given: Path, checkpoint: Path, backbone: str) -> str:
+    """A short, unique folder label for a backbone's checkpoint: its path below the run folder the
+    user named (stage and step, e.g. `grpo-checkpoint-2`), without the layout's fixed folder names."""
+    checkpoint, given = checkpoint.resolve(), given.resolve()
+    parts = checkpoint.relative_to(given).parts if checkpoint != given and checkpoint.is_relative_to(given) else ()
+    kept = [p for p in parts if p not in (backbone, "output", "checkpoints")]
+    return "-".join(kept) if kept else f"{checkpoint.parent.name}-{checkpoint.name}"
+
+
 def _model_folder(model: str, run_dir: Path) -> str:
     """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
     merged into a model folder first, so any checkpoint can be evaluated directly."""
@@ -111,7 +120,7 @@ def _model_folder(model: str, run_dir: Path) -> str:
     owner = checkpoint_owner(path)
     if owner is not None:  # a backbone's own format (llamafactory, swift): its export merges
         backbone, checkpoint = owner
-        merged = run_dir / f"model-{backbone.name}-{checkpoint.resolve().parent.name}-{checkpoint.resolve().name}"
+        merged = run_dir / f"model-{backbone.name}-{_checkpoint_label(path, checkpoint, backbone.name)}"
         if not (merged / "config.json").is_file():
             export_checkpoint(path, merged, merge=True)
         console.print(f"evaluating {backbone.name} checkpoint {checkpoint} (merged into {merged})")

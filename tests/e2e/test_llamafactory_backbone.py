@@ -70,8 +70,8 @@ def test_ajet_eval_runs_on_the_run_folder(trained: Path, tmp_path: Path) -> None
                  "rollout.max_tokens_per_turn=8", "rollout.max_turns=1", f"output_dir={tmp_path}"])
     assert code == 0
     report = json.loads((tmp_path / "eval.json").read_text())
-    assert report["episodes"] == 2 and report["model"] == str(tmp_path / "model-run")
-    assert (tmp_path / "model-run" / "config.json").is_file()
+    assert report["episodes"] == 2 and report["model"] == str(tmp_path / "model-llamafactory-dpo")
+    assert (tmp_path / "model-llamafactory-dpo" / "config.json").is_file()
 
 
 def test_export_adapter_and_merge_load_and_agree(trained: Path, tmp_path: Path) -> None:
