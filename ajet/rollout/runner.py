@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ajet.gateway.episodes import EpisodeSession
+from ajet.gateway.episodes import EpisodeSession, derive_seed
 from ajet.gateway.server import Gateway
 from ajet.judge.base import Judge, Reward
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
@@ -192,7 +192,9 @@ class RolloutRunner:
                 episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
                 temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
                 max_turns=settings.max_turns, is_trained=self.is_trained,
-                seed=None if settings.seed is None else settings.seed + repeat,
+                # every task, repeat and attempt draws its own numbers (seed + repeat alone gave
+                # repeat r of every task the same draws)
+                seed=None if settings.seed is None else derive_seed(settings.seed, task.task_id, repeat, attempt),
             )
             issue_key = self.gateway.open_episode(session)
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
