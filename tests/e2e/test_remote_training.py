@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -29,6 +23,7 @@ from safetensors.torch import load_file
 from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
 from ajet.errors import EngineError
+from tests.e2e.serve_process import ajet_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL_YAML = ROOT / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
@@ -38,43 +33,6 @@ HELPERS = Path(__file__).resolve().parent / "swift_workflow.py"
 FAST = ["model.path=tiny-random", "algorithm=grpo", "trainer.steps=2", "trainer.lr=0.05", "trainer.save_every=1",
         "rollout.max_tokens_per_turn=8", "rollout.max_turns=1", "rollout.group_size=3", "rollout.batch_tasks=2",
         "rollout.retries=0", f"judge.type={HELPERS}:VariedJudge", "~judge.args"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def ajet_serve(log: Path, *flags: str) -> Iterator[str]:
-    """`ajet serve tiny-random` in a subprocess, its output in `log`; yields the /v1 URL."""
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the tiny model gains nothing from more threads
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "serve", "--model", "tiny-random", "--port",
-                                 str(port), "--served-model-name", "tiny", "--dtype", "float32", *flags],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"ajet serve exited with {proc.returncode}:\n{log.read_text()}"
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"ajet serve did not answer within 60 s:\n{log.read_text()}"
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _lines(path: Path) -> list[dict]:
@@ -93,7 +51,7 @@ def test_grpo_on_ajet_serve_publishes_one_adapter_per_step(tmp_path, tiny_model_
     from transformers import AutoModelForCausalLM
 
     run_dir = tmp_path / "run"
-    with ajet_serve(tmp_path / "serve.log", "--enable-lora") as url:
+    with ajet_serve("tiny-random", tmp_path / "serve.log", "--enable-lora") as url:
         cfg = load_config(TOOL_YAML, FAST + [f"output_dir={run_dir}", "engine.type=remote", f"engine.base_url={url}"])
         run(cfg)
         models = httpx.get(f"{url}/models").json()["data"]
@@ -134,7 +92,7 @@ def test_grpo_on_ajet_serve_publishes_one_adapter_per_step(tmp_path, tiny_model_
 
 
 def test_a_server_without_runtime_lora_fails_the_run_clearly(tmp_path):
-    with ajet_serve(tmp_path / "serve.log") as url:  # no --enable-lora
+    with ajet_serve("tiny-random", tmp_path / "serve.log") as url:  # no --enable-lora
         cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / 'run'}", "engine.type=remote",
                                              f"engine.base_url={url}"])
         started = time.monotonic()
