@@ -198,6 +198,9 @@ def _serve(argv: list[str]) -> int:
                         help="seed of requests that set none (default: %(default)s)")
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                         help="uvicorn's log level (default: %(default)s)")
+    parser.add_argument("--enable-lora", action="store_true",
+                        help="serve vLLM's runtime LoRA endpoints /v1/load_lora_adapter and /v1/unload_lora_adapter "
+                             "(what VLLM_ALLOW_RUNTIME_LORA_UPDATING=True turns on in vLLM)")
     args = parser.parse_args(argv)
     for flag, value in (("--max-batch-size", args.max_batch_size), ("--max-tokens", args.max_tokens),
                         ("--max-request-bytes", args.max_request_bytes), ("--body-timeout", args.body_timeout)):
@@ -210,7 +213,7 @@ def _serve(argv: list[str]) -> int:
         max_batch_size=args.max_batch_size, device=args.device, dtype=args.dtype,
         served_model_name=args.served_model_name, default_max_tokens=args.max_tokens,
         max_request_bytes=args.max_request_bytes, body_timeout_s=args.body_timeout, seed=args.seed,
-        log_level=args.log_level))
+        log_level=args.log_level, enable_lora=args.enable_lora))
 
 
 def _export(argv: list[str]) -> int:

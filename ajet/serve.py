@@ -9,6 +9,10 @@ works against it exactly as against vLLM. Bad input gets an OpenAI-style error b
 400 (404 for an unknown model or route, 405 for a wrong method, 408 for a body that does not arrive,
 413 for an oversized body), never a 500. A client that disconnects cancels its generation.
 
+With `enable_lora=True` (`ajet serve --enable-lora`) it also serves vLLM's runtime LoRA endpoints,
+`/v1/load_lora_adapter` and `/v1/unload_lora_adapter` (ajet/serving/lora.py); a request whose `model`
+names a loaded adapter runs with it.
+
 `main(model, ...)` loads the `hf` engine and runs uvicorn; `ajet serve` (ajet/cli.py) is its command
 line. The chat endpoint (`/v1/chat/completions`) comes from the gateway module and is mounted through
 `extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens` (512).
@@ -34,6 +38,8 @@ from ajet.gateway.request import (
     install_error_handlers, openai_error, read_json, until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
+from ajet.gateway.server import Gateway
+from ajet.serving.lora import LoraAdapters
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +94,14 @@ class _Server:
     """State and handlers of one app: the engine, the tokenizer and the limits."""
 
     def __init__(self, engine: Engine, tokenizer: Any, model_name: str, aliases: Sequence[str],
-                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float):
+                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float, enable_lora: bool):
         self.engine = engine
         self.body_timeout_s = body_timeout_s
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.names = {model_name, *aliases}
+        self.lora = LoraAdapters(engine, model_name, self.names, enabled=enable_lora,
+                                 max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
         self.max_request_bytes = max_request_bytes
         self.tokens_as_ids = tokens_as_ids
         self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
@@ -106,21 +114,19 @@ class _Server:
                                 "root": self.model_name, "parent": None}
         if self.max_positions:
             card["max_model_len"] = self.max_positions
-        return {"object": "list", "data": [card]}
+        return {"object": "list", "data": [card, *self.lora.cards()]}
 
     async def completions(self, request: Request) -> Response:
         try:
             body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
             req = _validate(body)
-            if req.model is not None and req.model not in self.names:
-                raise GatewayError(f"The model `{req.model}` does not exist; this server serves "
-                                   f"`{self.model_name}` (GET /v1/models)", status=404, code="model_not_found")
+            adapter = self.lora.adapter_for(req.model)
             prompts = self._prompts(req)
             jobs = [(i, j) for i in range(len(prompts)) for j in range(req.n)]
             if len(jobs) > MAX_CHOICES:
                 raise GatewayError(f"{len(prompts)} prompts x n={req.n} asks for {len(jobs)} completions; "
                                    f"at most {MAX_CHOICES} per request", code="too_many_choices")
-            work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j)) for i, j in jobs))
+            work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j, adapter)) for i, j in jobs))
             generations = await until_disconnected(request, work)
         except GatewayError as exc:
             return error_response(exc)
@@ -229,7 +235,7 @@ def _validate(body: Any) -> CompletionRequest:
     return req
 
 
-def _sampling(req: CompletionRequest, index: int) -> SamplingParams:
+def _sampling(req: CompletionRequest, index: int, adapter: str | None) -> SamplingParams:
     stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     return SamplingParams(
         max_tokens=16 if req.max_tokens is None else req.max_tokens,
@@ -238,6 +244,7 @@ def _sampling(req: CompletionRequest, index: int) -> SamplingParams:
         stop_token_ids=list(req.stop_token_ids or []),
         stop=[s for s in stops if s],
         seed=None if req.seed is None else req.seed + index,  # n > 1 samples must differ
+        adapter=adapter,
     )
 
 
@@ -251,14 +258,17 @@ def create_serve_app(
     max_request_bytes: int = 4_000_000,
     tokens_as_ids: bool = True,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    enable_lora: bool = False,
 ) -> FastAPI:
     """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
 
     aliases: other names accepted in the request's `model` field. tokens_as_ids: write logprob tokens
     as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`. body_timeout_s: a request
-    body that has not fully arrived by then gets 408 and its connection is closed.
+    body that has not fully arrived by then gets 408 and its connection is closed. enable_lora: serve
+    /v1/load_lora_adapter and /v1/unload_lora_adapter (the engine needs `load_adapter`; off: they answer 404).
     """
-    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids, body_timeout_s)
+    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids, body_timeout_s,
+                     enable_lora)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -270,9 +280,11 @@ def create_serve_app(
 
     app = FastAPI(title="ajet serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.engine, app.state.tokenizer, app.state.model_name = engine, tokenizer, model_name
+    app.state.lora = server.lora
     router = APIRouter()
     router.add_api_route("/v1/models", server.models, methods=["GET"])
     router.add_api_route("/v1/completions", server.completions, methods=["POST"])
+    server.lora.mount(router)
     app.include_router(router)
     for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
         app.include_router(extra)
@@ -299,13 +311,13 @@ def main(
     body_timeout_s: float = BODY_TIMEOUT_S,
     seed: int = 0,
     log_level: str = "info",
+    enable_lora: bool = False,
 ) -> None:
     """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine.
     `ajet serve --help` (ajet/cli.py) describes every argument."""
     import uvicorn
 
     from ajet.engine.hf import HFEngine
-    from ajet.gateway.server import Gateway
     from ajet.models import read_chat_template, resolve_model_path
 
     path = resolve_model_path(model)
@@ -313,10 +325,34 @@ def main(
     engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
                                       model_name=name, seed=seed)
     # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
-    chat = Gateway(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
-                   require_key=False, default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
-                   body_timeout_s=body_timeout_s)
+    chat = _ServeChat(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
+                      require_key=False, default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
+                      body_timeout_s=body_timeout_s)
     app = create_serve_app(engine, engine.tokenizer, name, extra_routers=[chat.router], aliases=[path],
-                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
+                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s, enable_lora=enable_lora)
+    chat.lora = app.state.lora
     app.state.chat_template = chat_template
+    _log_to_stderr(log_level)  # adapter loads and engine failures show next to uvicorn's lines
     uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+class _ServeChat(Gateway):
+    """The chat endpoint of `ajet serve`: a request whose `model` names a loaded LoRA adapter runs with
+    it; any other name gets the model as it is (chat requests never named a model here before)."""
+
+    lora: LoraAdapters | None = None
+
+    def _sampling(self, session: Any, chat: Any) -> SamplingParams:
+        sampling = super()._sampling(session, chat)
+        if self.lora is not None and chat.model in self.lora.loaded:
+            sampling.adapter = chat.model
+        return sampling
+
+
+def _log_to_stderr(level: str) -> None:
+    ajet_log = logging.getLogger("ajet")
+    if not ajet_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        ajet_log.addHandler(handler)
+    ajet_log.setLevel(level.upper())

@@ -7,6 +7,12 @@ It speaks the protocol of vLLM's OpenAI server (and of `ajet serve`): POST {base
 Logprobs come from `logprobs.token_logprobs`. Nothing is ever re-tokenized: a server that returns
 neither form of ids is an error, because training must see the exact tokens. See docs/engines.md
 for the `vllm serve` command.
+
+LoRA: `load_adapter(name, path)` / `unload_adapter(name)` call vLLM's runtime LoRA endpoints
+(`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`; `ajet serve --enable-lora` has them too). A
+request names its adapter as the `model` of the completion (how vLLM routes to a LoRA):
+`SamplingParams.adapter`, else `engine.adapter` (what the trainer sets after publishing new weights),
+else the base model.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ class RemoteEngine(Engine):
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._model_lock: asyncio.Lock | None = None
+        self.adapter: str | None = None  # the LoRA adapter requests name when theirs names none; None: the base
+        self.weights_version = 0  # the trainer bumps it after an update, as on HFEngine (new weights reach
+        # the server as a new adapter: ajet/backbone/debug/publish.py)
 
     @property
     def model_name(self) -> str:  # type: ignore[override]
@@ -72,7 +81,8 @@ class RemoteEngine(Engine):
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if not prompt_ids:
             raise EngineError("the prompt is empty; send at least one token id")
-        payload = self.payload(prompt_ids, sampling, await self._resolve_model())
+        model = sampling.adapter or self.adapter or await self._resolve_model()
+        payload = self.payload(prompt_ids, sampling, model)
         body = await self._request("POST", "/completions", payload)
         return parse_completion(body, f"{self.base_url}/completions")
 
@@ -98,6 +108,23 @@ class RemoteEngine(Engine):
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         return body
+
+    # ------------------------------------------------------------------ LoRA
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Have the server load the peft adapter in folder `path` (a path on the server's filesystem) as
+        model `name`. Raises EngineError naming the path and what the server needs when it refuses."""
+        try:
+            await self._request("POST", "/load_lora_adapter", {"lora_name": name, "lora_path": path}, text=True)
+        except EngineError as exc:
+            raise EngineError(
+                f"the server refused to load LoRA adapter {name!r} from {path!r}: {exc}. The server reads that "
+                "folder itself, so it must run on this machine or see the same filesystem at the same path, "
+                "with runtime LoRA loading on (vLLM: VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora, "
+                "--max-lora-rank >= model.lora.rank; ajet serve: --enable-lora)") from exc
+
+    async def unload_adapter(self, name: str) -> None:
+        """Have the server drop adapter `name`; EngineError (HTTP 404) when it has no such adapter."""
+        await self._request("POST", "/unload_lora_adapter", {"lora_name": name}, text=True)
 
     # ------------------------------------------------------------------ HTTP
     def _http(self) -> httpx.AsyncClient:
@@ -128,7 +155,8 @@ class RemoteEngine(Engine):
                 self.model = str(models[0]["id"])
         return self.model
 
-    async def _request(self, method: str, path: str, payload: dict[str, Any] | None) -> Any:
+    async def _request(self, method: str, path: str, payload: dict[str, Any] | None, text: bool = False) -> Any:
+        """The JSON answer (text=True: the body as text, as vLLM's LoRA endpoints answer)."""
         client = self._http()
         url = f"{self.base_url}{path}"
         for attempt in range(self.retries + 1):
@@ -147,6 +175,8 @@ class RemoteEngine(Engine):
                     pass
                 elif response.status_code >= 400:
                     raise EngineError(f"{url} answered HTTP {response.status_code}: {_error_message(response)}")
+                elif text:
+                    return response.text
                 else:
                     try:
                         return response.json()

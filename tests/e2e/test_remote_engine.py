@@ -7,11 +7,6 @@ the in-process HFEngine gives, and bad requests must get OpenAI-style error bodi
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import openai
@@ -21,47 +16,16 @@ from ajet.engine.base import SamplingParams
 from ajet.engine.hf import HFEngine
 from ajet.engine.remote import RemoteEngine, parse_completion
 from ajet.errors import EngineError
+from tests.e2e.serve_process import ajet_serve, free_port
 
 TEXTS = ["Hi", "The capital of France is", "Count: one two three four five six seven eight nine ten"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(tiny_model_path):
-    """`ajet serve` on the tiny model in a subprocess; yields its /v1 URL and kills it at the end."""
-    port = _free_port()
-    code = (f"from ajet.serve import main; main(model={tiny_model_path!r}, port={port}, "
-            "served_model_name='tiny', log_level='warning')")
-    # One torch thread: the tiny model gains nothing from more, and the test shares 2 cores with others.
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"ajet serve exited with {proc.returncode}:\n{proc.stdout.read().decode()}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("ajet serve did not answer /v1/models within 60 s")
-            time.sleep(0.2)
+def server(tiny_model_path, tmp_path_factory):
+    """`ajet serve` on the tiny model in a subprocess; yields its /v1 URL and stops it at the end."""
+    with ajet_serve(tiny_model_path, tmp_path_factory.mktemp("serve") / "serve.log", "--log-level", "warning") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +125,7 @@ async def test_remote_engine_raises_engine_error_with_the_server_message(server)
     async with RemoteEngine(server, model="tiny") as remote:
         with pytest.raises(EngineError, match=r"HTTP 400: prompt has token ids outside the vocabulary"):
             await remote.generate([1, 10**6], SamplingParams(max_tokens=2))
-    dead = RemoteEngine(f"http://127.0.0.1:{_free_port()}/v1", model="x", retries=1, retry_backoff_s=0.01)
+    dead = RemoteEngine(f"http://127.0.0.1:{free_port()}/v1", model="x", retries=1, retry_backoff_s=0.01)
     with pytest.raises(EngineError, match="cannot reach .* after 2 attempts"):
         await dead.generate([1], SamplingParams(max_tokens=2))
     await dead.close()

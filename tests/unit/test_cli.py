@@ -202,7 +202,10 @@ def test_serve_arguments(calls: list) -> None:
                                     "chat_template": None, "max_batch_size": 16, "device": "auto",
                                     "dtype": "auto", "served_model_name": None, "default_max_tokens": 512,
                                     "max_request_bytes": 4_000_000, "body_timeout_s": 30.0, "seed": 0,
-                                    "log_level": "info"})]
+                                    "log_level": "info", "enable_lora": False})]
+    calls.clear()
+    assert main(["serve", "--model", "tiny-random", "--enable-lora"]) == 0
+    assert calls[0][2]["enable_lora"] is True
     calls.clear()
     assert main(["serve", "--model", "m", "--max-batch-size", "4", "--max-tokens", "64", "--dtype", "bfloat16",
                  "--served-model-name", "x", "--body-timeout", "2.5"]) == 0

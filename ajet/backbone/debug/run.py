@@ -4,6 +4,9 @@
         ▲                                                                     │
         └── train_step / dpo_step ◀── samples, advantages ◀── tracker, judge ◀┘
 
+With `engine.type: remote` rollouts run on a vLLM-protocol server instead, and each weight change
+reaches it as a new LoRA adapter (publish.py).
+
 Stages (`algorithm: [sft, grpo]`) run in order; each starts from the weights the last one left.
 Every step appends to metrics.jsonl; checkpoints are written every `trainer.save_every` steps, at the
 end of each stage and at the end (atomically); `--resume` continues from the newest one with the same
@@ -21,13 +24,13 @@ from rich.console import Console
 
 from ajet.algorithm.advantages import group_advantages
 from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
+from ajet.backbone.debug.publish import AdapterPublisher, check_engine, rollout_engine
 from ajet.backbone.debug.state import (
     DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite, truncate_run_logs,
 )
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
-from ajet.engine.hf import HFEngine
-from ajet.errors import CheckpointError, ConfigError
+from ajet.errors import CheckpointError
 from ajet.evaluate import evaluate
 from ajet.render import ChatRenderer
 from ajet.rollout.stack import RolloutStack, settings_for
@@ -44,9 +47,7 @@ console = Console(stderr=True)
 
 class DebugRun:
     def __init__(self, cfg: AjetConfig, resume: bool | str = False) -> None:
-        if cfg.engine.type != "hf":
-            raise ConfigError("the debug backbone trains the in-process model: set engine.type=hf "
-                              f"(got {cfg.engine.type!r})")
+        check_engine(cfg)
         self.cfg = cfg
         self.state = RunState()
         self.checkpoint: Path | None = None
@@ -63,9 +64,8 @@ class DebugRun:
         _seed_everything(cfg.trainer.seed)  # LoRA's random init must be the same run to run
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
-        self.engine = HFEngine(self.policy.model, self.policy.tokenizer, max_batch_size=cfg.engine.max_batch_size,
-                               seed=cfg.engine.seed, autocast_dtype=self.policy.autocast_dtype,
-                               prefix_cache_mb=cfg.engine.prefix_cache_mb)
+        self.engine = rollout_engine(cfg, self.policy)
+        self.publisher = AdapterPublisher.for_engine(self.engine, self.policy, self.run_dir)  # remote: LoRA to server
         self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
         self.steps = [self._stage_steps(name) for name in cfg.stages]
         self.monitor = Monitor(self.run_dir, sum(self.steps))
@@ -162,11 +162,13 @@ class DebugRun:
                     step = self.state.global_step
                     if self.cfg.trainer.eval_every and step % self.cfg.trainer.eval_every == 0:
                         metrics.update(await self._validate(step))
+                    metrics.update(self.publisher.take_metrics() if self.publisher else {})
                     self.monitor.log(step, name, metrics)
                     track_nonfinite(self.state, metrics, self.cfg.trainer.max_nonfinite_updates)
                     last = self.state.stage_step == total
                     if last or (self.cfg.trainer.save_every and step % self.cfg.trainer.save_every == 0):
                         self._save(name)
+                await self._publish()  # a stage's last weights reach the server too
             self.state.next_stage()
             if self.state.stage_index < len(self.steps):
                 self._stage_optimizer(self.cfg.stages[self.state.stage_index])
@@ -177,7 +179,13 @@ class DebugRun:
                         {"run_state": state, "stage": stage, "config": self.cfg.model_dump(mode="json")},
                         keep_last=self.cfg.trainer.keep_last)
 
+    async def _publish(self) -> None:
+        """engine.type=remote: have the server serve the weights just trained before it generates."""
+        if self.publisher is not None:
+            await self.publisher.sync(self.state.global_step)
+
     async def _validate(self, step: int) -> dict[str, float]:
+        await self._publish()
         # The training gateway still holds gateway.port: validation's own gateway takes a free one.
         cfg = self.cfg.model_copy(update={"gateway": self.cfg.gateway.model_copy(update={"port": 0})})
         report = await evaluate(cfg, self.engine, self.policy.tokenizer, self.run_dir, label="val", step=step,
@@ -194,6 +202,7 @@ class DebugRun:
         return _rename(stats, epoch=self.state.epoch)
 
     async def _rollout(self, stack: RolloutStack):
+        await self._publish()
         tasks = self._train_tasks()
         picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
         settings = settings_for(self.cfg, "train")
