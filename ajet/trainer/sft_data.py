@@ -96,6 +96,9 @@ def parse_conversation(row: dict[str, Any]) -> Conversation:
         messages = row["messages"]
     elif "conversations" in row:
         messages = _sharegpt_messages(row["conversations"])
+        system = row.get("system")  # LLaMA-Factory's ShareGPT keeps the system prompt beside the turns
+        if isinstance(system, str) and system and not any(m.get("role") == "system" for m in messages):
+            messages = [{"role": "system", "content": system}, *messages]
     else:
         raise ValueError("row has neither 'messages' nor 'conversations'")
     if not isinstance(messages, list) or not any(m.get("role") == "assistant" for m in messages):

@@ -290,3 +290,16 @@ async def test_math_agent_uses_the_calculator_and_boxes_the_answer(llm):
     sent = llm.requests[1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
     assert sent[3] == {"role": "tool", "tool_call_id": "call_0", "content": "391"}
+
+
+def test_sharegpt_and_openai_demonstrations_give_the_same_sft_tokens(energy, tiny_tokenizer):
+    # the ShareGPT form keeps the system prompt in a top-level `system` key: it must not be lost
+    from ajet.render import ChatRenderer
+    from ajet.trainer.sft_data import parse_conversation
+
+    renderer = ChatRenderer(tiny_tokenizer)
+    for share, demo in list(zip(energy["sft_sharegpt"], energy["sft"]))[:5]:
+        a, b = parse_conversation(share), parse_conversation(demo)
+        assert a.messages[0] == {"role": "system", "content": demo["messages"][0]["content"]}
+        assert (renderer.encode_conversation(a.messages, a.tools).token_ids
+                == renderer.encode_conversation(b.messages, b.tools).token_ids)
