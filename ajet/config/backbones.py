@@ -6,7 +6,7 @@ read, with the values these models give (a test keeps the two equal).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -72,12 +72,17 @@ class SwiftConfig(ManagedEnvConfig):
 class LlamaFactoryConfig(ManagedEnvConfig):
     """`ajet.backbone.llamafactory`: LLaMA-Factory's keys that ajet's own do not cover."""
 
+    render: Literal["ajet", "llamafactory"] = Field(
+        "ajet", description="Who turns rows into tokens. ajet: ajet renders each row as its gateway does (the "
+        "model's chat template, or model.chat_template) and LLaMA-Factory trains on those ids (a pre-tokenized "
+        "dataset, its tokenized_path), so training prompts equal rollout, eval and serve prompts token for token. "
+        "llamafactory: LLaMA-Factory renders the converted ShareGPT data with its template and tool_format.")
     template: str | None = Field(
-        None, description="LLaMA-Factory chat template name (qwen, llama3, ...); None: parsed from the "
-        "model's own chat template, so training renders turns as the model's tokenizer does.")
+        None, description="render=llamafactory: LLaMA-Factory chat template name (qwen, llama3, ...); None: "
+        "parsed from the model's own chat template.")
     tool_format: str = Field(
-        "qwen", description="How LLaMA-Factory writes tool specs and calls into prompts; 'qwen' is the Hermes "
-        "<tool_call>{json}</tool_call> form that ajet's gateway parses at rollout, eval and serve time.")
+        "qwen", description="render=llamafactory: how LLaMA-Factory writes tool specs and calls into prompts; "
+        "'qwen' is the Hermes <tool_call>{json}</tool_call> form that ajet's gateway parses.")
     cutoff_len: int = Field(4096, ge=16, description="Longest tokenized conversation; longer ones are cut.")
     idle_timeout_s: float = Field(
         1800, gt=0, description="Stop LLaMA-Factory (and fail the run) when it prints nothing for this long.")

@@ -45,14 +45,26 @@ def test_sft_then_dpo_train_two_steps_each_and_record_metrics(trained: Path) -> 
     assert [(r["step"], r["stage"]) for r in rows] == [(1, "sft"), (2, "sft"), (3, "dpo"), (4, "dpo")]
     assert all(r["loss"] > 0 and r["grad_norm"] >= 0 and r["lr"] > 0 for r in rows)
     assert all("reward_margin" in r and "reward_accuracy" in r for r in rows[2:])
-    report = json.loads((trained / "llamafactory" / "sft.conversion.json").read_text())
-    assert (report["rows"], report["written"], report["rows_dropped"]) == (12, 6, 6)
+    # render=ajet (the default): LLaMA-Factory trained on the ids ajet rendered, not its own template's
+    for stage in ("sft", "dpo"):
+        assert "Loaded tokenized dataset from" in (trained / "llamafactory" / f"{stage}.log").read_text()
+        assert (trained / "llamafactory" / "data" / f"{stage}.tokenized").is_dir()
     # LLaMA-Factory trained on from the SFT adapter, and both stages changed it
     sft = load_file(trained / "checkpoints" / "sft" / "adapter_model.safetensors")
     dpo = load_file(trained / "checkpoints" / "dpo" / "adapter_model.safetensors")
     lora_b = [k for k in sft if "lora_B" in k]
     assert lora_b and any(sft[k].abs().sum() > 0 for k in lora_b)  # B starts at zero
     assert any(not torch.equal(sft[k], dpo[k]) for k in sft)
+
+
+def test_render_llamafactory_trains_on_the_converted_sharegpt_data(tmp_path: Path) -> None:
+    run_backbone(lf_config(tmp_path / "run", "algorithm=sft", "backbone.llamafactory.render=llamafactory",
+                           "backbone.llamafactory.args.max_steps=1"))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["stage"]) for r in rows] == [(1, "sft")] and rows[0]["loss"] > 0
+    assert "Loaded tokenized dataset" not in (tmp_path / "run" / "llamafactory" / "sft.log").read_text()
+    report = json.loads((tmp_path / "run" / "llamafactory" / "sft.conversion.json").read_text())
+    assert (report["rows"], report["written"], report["rows_dropped"]) == (12, 6, 6)
 
 
 def test_checkpoints_carry_markers_that_ajet_dispatches_on(trained: Path) -> None:

@@ -100,7 +100,8 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
      "ajet.backbone.llamafactory.args.lora_rank is set from ajet's model.lora.rank; set that instead"),
     (["algorithm=dpo"], "the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl"),
     (["trainer.eval_every=2"], "trainer.eval_every=2 is not supported by the llamafactory backbone"),
-    (["model.chat_template=x.jinja"], "model.chat_template is not used by the llamafactory backbone"),
+    (["model.chat_template=x.jinja", "backbone.llamafactory.render=llamafactory"],
+     "model.chat_template is not used with backbone.llamafactory.render=llamafactory"),
 ])
 def test_what_the_backbone_cannot_do_is_refused_before_anything_runs(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -137,3 +138,35 @@ def test_setup_command_and_checkpoint_dispatch(tmp_path: Path, capsys) -> None:
     (tmp_path / "ajet_checkpoint.json").write_text('{"backbone": "nope"}')
     with pytest.raises(ConfigError, match="unknown backbone 'nope'"):
         checkpoint_owner(tmp_path)
+
+
+def test_render_ajet_rows_are_the_gateways_tokens_with_the_loss_on_assistant_turns(tmp_path: Path) -> None:
+    from ajet.backbone.llamafactory.tokens import IGNORE, token_rows
+    from ajet.models import resolve_model_path
+    from ajet.render import ChatRenderer
+    from ajet.trainer.sft_data import load_sft_samples
+    from transformers import AutoTokenizer
+
+    model = resolve_model_path("tiny-random")
+    cfg = _cfg()
+    rows, report = token_rows(cfg, "sft", model)
+    samples, _ = load_sft_samples(cfg.sft.data, ChatRenderer(AutoTokenizer.from_pretrained(model)))
+    assert len(rows) == len(samples) == 74 and not report.skipped
+    for row, sample in zip(rows, samples):
+        assert row["input_ids"] == sample.input_ids and row["attention_mask"] == [1] * len(sample.input_ids)
+        assert row["labels"] == [t if m else IGNORE for t, m in zip(sample.input_ids, sample.loss_mask)]
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    text = tokenizer.decode(rows[0]["input_ids"])
+    assert "<tool_response>" in text  # tool results as the gateway shows them, not as a user turn
+    trained = tokenizer.decode([t for t in rows[0]["labels"] if t != IGNORE])
+    assert "<tool_call>" in trained and "<tool_response>" not in trained
+
+    short, report = token_rows(_cfg("backbone.llamafactory.cutoff_len=600"), "sft", model)
+    assert len(short) + len(report.skipped) == 74 and report.skipped and "cutoff_len=600" in report.skipped[0]
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"prompt": "Say hi.", "chosen": "Hi!", "rejected": "No."}) + "\n")
+    (row,), _ = token_rows(_cfg("algorithm=dpo", f"dpo.data={pairs}"), "dpo", model)
+    for side, reply in (("chosen", "Hi!"), ("rejected", "No.")):
+        labels = [t for t in row[f"{side}_labels"] if t != IGNORE]
+        assert tokenizer.decode(labels).startswith(reply) and len(row[f"{side}_input_ids"]) == len(row[f"{side}_labels"])

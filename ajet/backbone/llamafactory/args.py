@@ -28,6 +28,7 @@ OWNED: dict[str, str] = {
     "save_steps": "trainer.save_every", "save_strategy": "trainer.save_every",
     "save_total_limit": "trainer.keep_last", "pref_beta": "dpo.beta", "dpo_label_smoothing": "dpo.label_smoothing",
     "use_cpu": "model.device", "bf16": "model.dtype", "fp16": "model.dtype",
+    "tokenized_path": "backbone.llamafactory.render",
 }
 # ajet's defaults for keys it does not model; `args` may change them.
 TUNABLE: dict[str, Any] = {
@@ -40,10 +41,10 @@ _SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 def check_config(cfg: AjetConfig) -> None:
     """Refuse what this backbone cannot do before anything runs (clear errors, nothing started)."""
     lf = cfg.backbone.llamafactory
-    if cfg.model.chat_template:
-        raise ConfigError("model.chat_template is not used by the llamafactory backbone (LLaMA-Factory renders "
-                          "turns with its own templates); remove it and pick one with "
-                          "ajet.backbone.llamafactory.template=NAME, or use --backbone=debug")
+    if cfg.model.chat_template and lf.render == "llamafactory":
+        raise ConfigError("model.chat_template is not used with backbone.llamafactory.render=llamafactory "
+                          "(LLaMA-Factory renders turns with its own templates); remove it and pick one with "
+                          "ajet.backbone.llamafactory.template=NAME, or set backbone.llamafactory.render=ajet")
     if "dpo" in cfg.stages and not cfg.dpo.data:
         raise ConfigError("the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl "
                           "(online DPO from rollouts needs --backbone=debug)")

@@ -39,6 +39,7 @@ from ajet.backbone.llamafactory import checkpoints
 from ajet.backbone.llamafactory.args import check_config, dataset_info, stage_args
 from ajet.backbone.llamafactory.convert import ConversionReport, convert_file
 from ajet.backbone.llamafactory.env import SPEC
+from ajet.backbone.llamafactory.tokens import token_rows, write_tokenized
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import BackboneError, CheckpointError
@@ -93,7 +94,7 @@ class LlamaFactoryRun:
                     done_steps += checkpoints.read(out)["step"]
                     adapter = out
                     continue
-                args = self._prepare(stage, model_path, out, adapter, cuda)
+                args = self._prepare(stage, model_path, out, adapter, cuda, python)
                 prepared.append((out, stage, args))
                 self._check(python, stage)
                 done_steps = self._train(cli, stage, args, done_steps)
@@ -113,7 +114,8 @@ class LlamaFactoryRun:
                 "metrics": rows[-1] if rows else {}}
 
     # ------------------------------------------------------------------ one stage
-    def _prepare(self, stage: str, model_path: str, out: Path, adapter: Path | None, cuda: bool) -> dict[str, Any]:
+    def _prepare(self, stage: str, model_path: str, out: Path, adapter: Path | None, cuda: bool,
+                 python: Path) -> dict[str, Any]:
         data_dir = self.work / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
         source = self.cfg.sft.data if stage == "sft" else self.cfg.dpo.data
@@ -126,6 +128,14 @@ class LlamaFactoryRun:
         _show_report(report)
         args = stage_args(self.cfg, stage, model_path=model_path, dataset_dir=data_dir, output_dir=out,
                           adapter=adapter, cuda=cuda)
+        if self.cfg.backbone.llamafactory.render == "ajet":  # LLaMA-Factory trains on ajet's own token ids
+            rows, token_report = token_rows(self.cfg, stage, model_path)
+            for line in token_report.skipped:
+                console.print(f"[yellow]skipped {line}[/]")
+            args["tokenized_path"] = str(write_tokenized(python, rows, data_dir / f"{stage}.tokens.jsonl",
+                                                         data_dir / f"{stage}.tokenized", backend_env()))
+            console.print(f"{stage}: {len(rows)} rows rendered and tokenized by ajet (the gateway's template) "
+                          f"into {args['tokenized_path']}")
         (self.work / f"{stage}.yaml").write_text(yaml.safe_dump(args, sort_keys=False), encoding="utf-8")
         return args
 
