@@ -21,10 +21,10 @@ from rich.console import Console
 
 from ajet.algorithm.advantages import group_advantages
 from ajet.algorithm.online_dpo import online_pairs
-from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
 from ajet.backbone.debug.state import (
-    DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite, truncate_run_logs,
+    DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
+from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.engine.hf import HFEngine
