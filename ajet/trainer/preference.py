@@ -81,7 +81,7 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
             p = len(chunk)
             loss, chunk_stats = dpo_loss(logps[:p], logps[p:], ref[:p], ref[p:], dpo.beta, dpo.label_smoothing)
             (loss * p / total).backward()
-            stats["loss"] += float(loss) * p / total
+            stats["loss"] += float(loss.detach()) * p / total
             for key in ("reward_margin", "reward_accuracy", "reward_chosen", "reward_rejected"):
                 stats[key] += chunk_stats[key] * p / total
             tokens += sum(len(c.input_ids) + len(r.input_ids) for c, r in chunk)
