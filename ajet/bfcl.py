@@ -39,9 +39,9 @@ from ajet.serving.local import Endpoint
 console = Console()
 Mode = Literal["prompt", "fc"]
 INSTALL_HINT = (
-    "BFCL needs the bfcl-eval package: pip install 'ajet[bfcl]' in a fresh environment, or, beside "
-    "numpy 2 (bfcl-eval pins numpy==1.26.4), pip install --no-deps bfcl-eval==2026.3.23 and then the "
-    "packages listed in docs/bfcl.md"
+    "BFCL needs the bfcl-eval package and what its checker imports: pip install 'ajet[bfcl]' && "
+    "pip install --no-deps bfcl-eval==2026.3.23 (--no-deps: its numpy==1.26.4 pin would break numpy 2; "
+    "see docs/evaluation.md)"
 )
 
 

@@ -116,18 +116,33 @@ class JudgeConfig(_Section):
     success_threshold: float = Field(1.0, description="An episode counts as a success when reward >= this.")
 
 
+# Sampling temperatures the engine can use: 0 is greedy; between 0 and MIN_TEMPERATURE the logits
+# divided by it overflow; beyond MAX_TEMPERATURE the distribution is uniform to float precision.
+# The gateway refuses request temperatures by the same bounds (ajet.gateway.request).
+MIN_TEMPERATURE = 1e-5
+MAX_TEMPERATURE = 100.0
+
+
 class RolloutConfig(_Section):
     group_size: int = Field(4, ge=1, description="Episodes per task (the GRPO group).")
     batch_tasks: int = Field(8, ge=1, description="Tasks per rollout batch (per RL step).")
     concurrency: int = Field(16, ge=1, description="Episodes run at once.")
-    temperature: float = Field(1.0, ge=0, description="Sampling temperature for training rollouts.")
+    temperature: float = Field(1.0, ge=0, le=MAX_TEMPERATURE, description="Sampling temperature for training rollouts.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for training rollouts.")
-    val_temperature: float = Field(0.0, ge=0, description="Temperature for `ajet eval` (0: greedy).")
+    val_temperature: float = Field(0.0, ge=0, le=MAX_TEMPERATURE, description="Temperature for `ajet eval` (0: greedy).")
     max_turns: int = Field(6, ge=1, description="Passed to workflows as tuner.max_turns; LLM calls beyond it are refused.")
     max_tokens_per_turn: int = Field(256, ge=1, description="Default and upper bound of max_tokens per LLM call.")
     max_prompt_tokens: int = Field(4096, ge=16, description="Prompts longer than this are refused (HTTP 400).")
     episode_timeout_s: float = Field(120, gt=0, description="An episode running longer is cancelled and counted failed.")
     retries: int = Field(1, ge=0, description="Extra attempts for an episode that raised or timed out.")
+
+    @field_validator("temperature", "val_temperature")
+    @classmethod
+    def _samplable(cls, value: float) -> float:
+        if 0 < value < MIN_TEMPERATURE:
+            raise ValueError(f"{value!r} is too small to sample with; use 0 for greedy decoding or a value "
+                             f">= {MIN_TEMPERATURE:g}")
+        return value
 
 
 class TrackerConfig(_Section):

@@ -6,6 +6,7 @@ for the engine, generated): the rollout leaves the gateway's busy time out of an
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 import threading
 import time
@@ -35,8 +36,21 @@ class EpisodeSession:
     keys: dict[str, str] = field(default_factory=dict)  # agent -> key
     model_clock: BusyClock = field(default_factory=lambda: BusyClock())  # this episode's calls in the gateway
 
+    def call_seed(self) -> int | None:
+        """The seed of the next call that names none: the episode's seed mixed with the call's index.
+        One seed for every call would replay the same random draws at each turn (a near-uniform
+        model then writes the same reply every turn)."""
+        return None if self.seed is None else derive_seed(self.seed, self.tracker.next_index())
+
     def calls_of(self, agent: str) -> int:
         return sum(1 for c in self.tracker.calls if c.agent == agent)
+
+
+def derive_seed(base: int, *parts: object) -> int:
+    """A 63-bit seed from `base` and `parts`, stable across processes (unlike hash() of a str), so a
+    resumed or repeated run draws the same numbers and different parts draw independent ones."""
+    digest = hashlib.sha256(repr((base, *parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 class BusyClock:

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ajet import safejson
+from ajet.config.schema import MAX_TEMPERATURE, MIN_TEMPERATURE
 from ajet.errors import GatewayError
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,6 @@ M = TypeVar("M", bound=BaseModel)
 
 BODY_TIMEOUT_S = 30.0  # a local client sends a 4 MB body in milliseconds; a stalled one is dropped
 SERVE_MAX_TOKENS = 512  # `ajet serve`: max_tokens of a chat request that names none (not the context limit)
-MIN_TEMPERATURE = 1e-5  # below this (but above 0) logits / temperature overflow; 0 means greedy
-MAX_TEMPERATURE = 100.0  # beyond it the distribution is uniform to float precision
 SEED_RANGE = (-(2**63), 2**63 - 1)  # a 64-bit integer; torch.Generator.manual_seed takes no more
 MAX_STOP_STRINGS = 16
 MAX_STOP_CHARS = 256

@@ -185,7 +185,7 @@ class Gateway:
             temperature=session.temperature if chat.temperature is None else chat.temperature,
             top_p=session.top_p if chat.top_p is None else chat.top_p,
             stop=stop,
-            seed=chat.seed if chat.seed is not None else session.seed,
+            seed=chat.seed if chat.seed is not None else session.call_seed(),
             guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
                                    (chat.model_extra or {}).get("parallel_tool_calls"),
                                    (chat.model_extra or {}).get("guided_regex")),

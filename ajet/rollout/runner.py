@@ -167,7 +167,7 @@ class RolloutRunner:
         total = len(tasks) * settings.group_size
         with RolloutProgress(label, total, enabled=show_progress) as progress:
             groups = await asyncio.gather(
-                *(self._run_group(task, g, settings, semaphore, progress, step) for g, task in enumerate(tasks))
+                *(self._run_group(task, settings, semaphore, progress, step) for task in tasks)
             )
         episodes = [e for group in groups for e in group]
         merge = MergeStats()
@@ -175,13 +175,12 @@ class RolloutRunner:
             merge.add(e.merge)
         return BatchResult(episodes, time.perf_counter() - started, merge)
 
-    async def _run_group(self, task, group, settings, semaphore, progress, step) -> list[EpisodeResult]:
+    async def _run_group(self, task, settings, semaphore, progress, step) -> list[EpisodeResult]:
         group_id = task.task_id if step is None else f"{step}/{task.task_id}"
 
         async def one(repeat: int) -> EpisodeResult:
-            seed = episode_seed(settings.seed, group, repeat, settings.group_size)
             async with semaphore:
-                result = await self._run_episode(task, repeat, group_id, settings, seed)
+                result = await self._run_episode(task, repeat, group_id, settings)
             if not self.judge.scores_groups:
                 await self._judge_one(result, settings)
                 self._finish(result, settings, step, progress)
@@ -194,8 +193,7 @@ class RolloutRunner:
                 self._finish(result, settings, step, progress)
         return results
 
-    async def _run_episode(self, task: Task, repeat: int, group_id: str, settings: RolloutSettings,
-                           seed: int | None) -> EpisodeResult:
+    async def _run_episode(self, task: Task, repeat: int, group_id: str, settings: RolloutSettings) -> EpisodeResult:
         result = EpisodeResult(episode_id="", task=task, repeat=repeat, group_id=group_id)
         started = time.perf_counter()
         for attempt in range(settings.retries + 1):
@@ -205,7 +203,7 @@ class RolloutRunner:
                 episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
                 temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
                 max_turns=settings.max_turns, is_trained=self.is_trained,
-                seed=seed,
+                seed=episode_seed(settings.seed, task.task_id, repeat, attempt),
             )
             issue_key = self.gateway.open_episode(session)
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,

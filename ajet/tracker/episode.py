@@ -16,7 +16,9 @@ class EpisodeTracker:
 
     episode_id: str
     calls: list[LLMCall] = field(default_factory=list)
-    _turns: dict[tuple[str, str], GeneratedTurn] = field(default_factory=dict)
+    # (agent, fingerprint) -> the turns that returned that message, in order: an agent may get the
+    # same reply twice (the same tool call retried), and each occurrence splices its own turn
+    _turns: dict[tuple[str, str], list[GeneratedTurn]] = field(default_factory=dict)
     _stripped: set[tuple[str, str]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -25,10 +27,15 @@ class EpisodeTracker:
             return len(self.calls)
 
     def lookup(self, agent: str):
-        """The splice lookup for `agent`: an assistant message → its generated turn, if any."""
+        """The splice lookup for `agent` over one prompt's messages, asked in order: the n-th
+        assistant message with a given text and calls → the n-th turn that returned it, if any."""
+        seen: dict[str, int] = {}
 
         def find(message: dict[str, Any]) -> GeneratedTurn | None:
-            return self._turns.get((agent, message_fingerprint(message)))
+            key = message_fingerprint(message)
+            n = seen[key] = seen.get(key, -1) + 1
+            turns = self._turns.get((agent, key), [])
+            return turns[n] if n < len(turns) else None
 
         return find
 
@@ -46,7 +53,7 @@ class EpisodeTracker:
             call.index = len(self.calls)
             turn.call_index = call.index
             self.calls.append(call)
-            self._turns[(call.agent, message_fingerprint(returned_message))] = turn
+            self._turns.setdefault((call.agent, message_fingerprint(returned_message)), []).append(turn)
             content = returned_message.get("content") or ""
             if "<think>" in content:
                 stripped = {**returned_message, "content": strip_think(content)}

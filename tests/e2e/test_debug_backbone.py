@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,9 +32,17 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_sft_then_grpo_trains_and_checkpoints(tmp_path):
+    # a fixed gateway port: validation inside training must not try to bind it a second time
     cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path}", "sft.epochs=0.1", "trainer.steps=2",
-                                         "trainer.save_every=1", "trainer.eval_every=2"])
+                                         "trainer.save_every=1", "trainer.eval_every=2",
+                                         f"gateway.port={_free_port()}"])
     result = run(cfg)
     rows = metrics(tmp_path)
     assert [(r["step"], r["stage"]) for r in rows] == [(1, "sft"), (2, "sft"), (3, "grpo"), (4, "grpo")]

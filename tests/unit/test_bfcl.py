@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-pytest.importorskip("bfcl_eval.eval_checker.eval_runner", reason="bfcl-eval is not installed (ajet[bfcl])")
+pytest.importorskip("bfcl_eval.eval_checker.eval_runner", reason="bfcl-eval is not installed (pip install -e \".[bfcl]\" && pip install --no-deps bfcl-eval==2026.3.23)")
 
 from ajet.bfcl import checker_model_name, load_category, resolve_categories, run_bfcl  # noqa: E402
 from ajet.cli import main  # noqa: E402

@@ -189,6 +189,9 @@ def error_of(conf: Path | None, overrides: list[str], backbone: str | None = Non
         (["output_dir=${ajet.projekt}"],
          "invalid config: ajet.output_dir (from the command line): cannot resolve the interpolation: "
          "Interpolation key 'ajet.projekt' not found"),
+        (["rollout.temperature=1e-9"],
+         "invalid config: ajet.rollout.temperature = 1e-09 (from the command line): 1e-09 is too small to sample "
+         "with; use 0 for greedy decoding or a value >= 1e-05"),
         (["backbone=swfit"],
          "unknown backbone 'swfit' (from the command line); expected one of: debug, llamafactory, swift; "
          "did you mean 'swift'?"),

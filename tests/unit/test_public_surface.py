@@ -39,3 +39,10 @@ def test_readme_workflow_and_yaml_run_as_written(tmp_path: Path, monkeypatch) ->
                  f"output_dir={tmp_path / 'out'}"]) == 0
     report = json.loads((tmp_path / "out" / "eval.json").read_text())
     assert (report["episodes"], report["failed"]) == (2, 0)
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Tests"):]
+    (command,) = re.findall(r"```bash\n(.*?)```", section, re.S)[:1]
+    assert command.strip() in (REPO / ".ci" / "run").read_text()

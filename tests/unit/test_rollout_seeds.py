@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
 from ajet.engine.base import Engine, Generation, SamplingParams
+from ajet.gateway.episodes import derive_seed
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
 from ajet.rollout.seeds import batch_seed, episode_seed
 from tests.unit.gw_helpers import running_gateway, scripted_engine
@@ -17,26 +18,27 @@ def test_batch_seed_by_hand():
     assert batch_seed(5, 2148) == 522_801
 
 
-def test_episode_seed_by_hand():
+def test_episode_seed_is_the_hash_of_the_position():
     # step 2 of a run with engine.seed 11: batch seed 11 + 2_000_006 = 2_000_017
     base = batch_seed(11, 2)
     assert base == 2_000_017
-    # 3 tasks x group_size 4: task g, member k gets base + 4 g + k; all twelve differ
-    seeds = [[episode_seed(base, g, k, 4) for k in range(4)] for g in range(3)]
-    assert seeds == [[2_000_017, 2_000_018, 2_000_019, 2_000_020],
-                     [2_000_021, 2_000_022, 2_000_023, 2_000_024],
-                     [2_000_025, 2_000_026, 2_000_027, 2_000_028]]
-    assert episode_seed(None, 1, 2, 4) is None  # unseeded batch: the engine draws per request
+    # sha256(repr((2000017, 'a', 0, 0))), first 8 bytes big-endian, >> 1: pinned, so a run resumed
+    # by a later version of ajet still samples what it sampled before
+    assert episode_seed(base, "a", 0, 0) == 484150614076916315
+    seeds = {(t, r, a): episode_seed(base, t, r, a) for t in ("a", "b", "c") for r in range(4) for a in range(2)}
+    assert len(set(seeds.values())) == 24  # every task, repeat and retry its own numbers
+    assert all(0 <= s < 2**63 for s in seeds.values())
+    assert episode_seed(None, "a", 2, 0) is None  # unseeded batch: the engine draws per request
 
 
 def test_seeds_depend_on_the_position_only_so_a_resumed_run_repeats_them():
-    # a run resumed at step 5 computes step 6's seeds from (engine.seed, step) alone
-    first = [episode_seed(batch_seed(3, 6), g, k, 2) for g in range(8) for k in range(2)]
-    again = [episode_seed(batch_seed(3, 6), g, k, 2) for g in range(8) for k in range(2)]
+    # a run resumed at step 5 computes step 6's seeds from (engine.seed, step, task, repeat, attempt) alone,
+    # whatever order the tasks come in
+    first = {(t, r): episode_seed(batch_seed(3, 6), t, r, 0) for t in "abcdefgh" for r in range(2)}
+    again = {(t, r): episode_seed(batch_seed(3, 6), t, r, 0) for t in reversed("abcdefgh") for r in range(2)}
     assert first == again
-    # and no two steps' episodes share a seed (a batch has far fewer than 1_000_003 episodes)
-    step_5 = {episode_seed(batch_seed(3, 5), g, k, 2) for g in range(8) for k in range(2)}
-    assert len(set(first)) == 16 and not step_5 & set(first)
+    step_5 = {episode_seed(batch_seed(3, 5), t, r, 0) for t in "abcdefgh" for r in range(2)}
+    assert not step_5 & set(first.values())  # another step, other seeds
 
 
 class _Recording(Engine):
@@ -70,4 +72,7 @@ async def test_a_batch_sends_each_episode_its_seed(tiny_tokenizer):
         runner = RolloutRunner(gateway, url, Ask(), One())
         await runner.run(tasks, RolloutSettings(group_size=3, seed=100), show_progress=False)
     by_task = {q: sorted(seed for text, seed in engine.seeds if q in text) for q in ("alpha", "bravo")}
-    assert by_task == {"alpha": [100, 101, 102], "bravo": [103, 104, 105]}
+    # each episode's first call (index 0) is sampled with derive_seed(episode seed, 0)
+    assert by_task == {q: sorted(derive_seed(episode_seed(100, t, r, 0), 0) for r in range(3))
+                       for q, t in (("alpha", "a"), ("bravo", "b"))}
+    assert len({seed for _, seed in engine.seeds}) == 6

@@ -57,6 +57,50 @@ async def test_linear_multi_turn_is_one_sample(tiny_tokenizer):
     assert samples[0].fork_reason is None
 
 
+async def test_the_same_reply_twice_splices_each_turn_and_trains_both(tiny_tokenizer):
+    # an agent retrying the same tool call gets the same message twice; each occurrence in the
+    # history is its own generated turn (the first was once spliced as the second: untrained)
+    engine = scripted_engine(tiny_tokenizer, [{"text": CALL}, {"text": CALL}, {"text": "It is 3.1 USD."}])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        session, issue = open_episode(gateway)
+        client = openai.AsyncOpenAI(base_url=url, api_key=issue("assistant"))
+        messages = [{"role": "user", "content": "Gas price in Houston?"}]
+        for _ in range(2):
+            r = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+            call = r.choices[0].message.tool_calls[0]
+            messages += [r.choices[0].message.model_dump(exclude_none=True),
+                         {"role": "tool", "tool_call_id": call.id, "content": "timeout"}]
+        await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+    calls = session.tracker.calls
+    assert [s.call_index for s in calls[2].prompt_segments if s.author == "llm"] == [0, 1]
+    samples, _ = samples_of(session, tiny_tokenizer)
+    assert len(samples) == 1
+    assert_mask_covers_exactly_completions(samples[0], calls)
+
+
+async def test_calls_of_an_episode_draw_different_seeds(tiny_tokenizer):
+    engine = scripted_engine(tiny_tokenizer, [{"text": "a"}, {"text": "b"}, {"text": "c"}])
+    seeds = []
+    generate = engine.generate
+
+    async def spy(prompt_ids, sampling):
+        seeds.append(sampling.seed)
+        return await generate(prompt_ids, sampling)
+
+    engine.generate = spy
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        session, issue = open_episode(gateway, seed=7)
+        client = openai.AsyncOpenAI(base_url=url, api_key=issue("assistant"))
+        messages = [{"role": "user", "content": "hi"}]
+        for _ in range(2):
+            r = await client.chat.completions.create(model="m", messages=messages)
+            messages += [r.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "more"}]
+        await client.chat.completions.create(model="m", messages=messages, seed=123)  # the client's seed wins
+    assert seeds[0] != seeds[1] and seeds[2] == 123 and all(0 <= s < 2**63 for s in seeds[:2])
+    again = open_episode(gateway, "ep2", seed=7)[0]
+    assert again.call_seed() == seeds[0]  # stable: a resumed run draws the same numbers
+
+
 async def test_non_canonical_generated_ids_are_spliced_not_retokenized(tiny_tokenizer):
     canonical = tiny_tokenizer("Paris", add_special_tokens=False)["input_ids"]
     odd = [tiny_tokenizer.convert_tokens_to_ids(c) for c in "Paris"]  # one token per letter

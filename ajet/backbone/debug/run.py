@@ -180,7 +180,9 @@ class DebugRun:
                         keep_last=self.cfg.trainer.keep_last)
 
     async def _validate(self, step: int) -> dict[str, float]:
-        report = await evaluate(self.cfg, self.engine, self.policy.tokenizer, self.run_dir, label="val", step=step,
+        # The training gateway still holds gateway.port: validation's own gateway takes a free one.
+        cfg = self.cfg.model_copy(update={"gateway": self.cfg.gateway.model_copy(update={"port": 0})})
+        report = await evaluate(cfg, self.engine, self.policy.tokenizer, self.run_dir, label="val", step=step,
                                 episodes_file="val_episodes.jsonl", show_progress=False)
         return {"val_reward_mean": report["reward_mean"], "val_success_rate": report["success_rate"]}
 
