@@ -21,12 +21,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ajet.gateway.episodes import EpisodeSession, derive_seed
+from pydantic import BaseModel
+
+from ajet.config.schema import JudgeConfig, RolloutConfig, TrackerConfig
+from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.server import Gateway
 from ajet.judge.base import Judge, Reward
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
 from ajet.rollout.guard import OwnTimeout, UserCodeError, run_guarded
 from ajet.rollout.progress import RolloutProgress
+from ajet.rollout.seeds import episode_seed
 from ajet.samples import Sample
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.merge import MergeMode, MergeStats, build_samples, merge_calls
@@ -36,19 +40,26 @@ from ajet.workflow import Task, Workflow, WorkflowOutput
 log = logging.getLogger(__name__)
 
 
+def _default(section: type[BaseModel], name: str) -> Any:
+    return section.model_fields[name].default
+
+
 @dataclass
 class RolloutSettings:
+    """How one batch runs. `ajet.rollout.stack.settings_for(cfg, split)` builds it from the config;
+    the defaults are the config's own, read from the schema (one training episode per task)."""
+
     group_size: int = 1
-    concurrency: int = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    max_turns: int | None = 6
-    episode_timeout_s: float = 120.0
-    retries: int = 1
-    merge: MergeMode = "token"
-    success_threshold: float = 1.0
-    seed: int | None = None
+    concurrency: int = _default(RolloutConfig, "concurrency")
+    temperature: float = _default(RolloutConfig, "temperature")
+    top_p: float = _default(RolloutConfig, "top_p")
+    max_tokens: int = _default(RolloutConfig, "max_tokens_per_turn")
+    max_turns: int | None = _default(RolloutConfig, "max_turns")
+    episode_timeout_s: float = _default(RolloutConfig, "episode_timeout_s")
+    retries: int = _default(RolloutConfig, "retries")
+    merge: MergeMode = _default(TrackerConfig, "merge")
+    success_threshold: float = _default(JudgeConfig, "success_threshold")
+    seed: int | None = None  # the batch seed (see ajet.rollout.seeds); None: the engine draws per request
 
 
 @dataclass
@@ -192,9 +203,7 @@ class RolloutRunner:
                 episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
                 temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
                 max_turns=settings.max_turns, is_trained=self.is_trained,
-                # every task, repeat and attempt draws its own numbers (seed + repeat alone gave
-                # repeat r of every task the same draws)
-                seed=None if settings.seed is None else derive_seed(settings.seed, task.task_id, repeat, attempt),
+                seed=episode_seed(settings.seed, task.task_id, repeat, attempt),
             )
             issue_key = self.gateway.open_episode(session)
             tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,

@@ -14,11 +14,12 @@ updates: the scheduler steps once per `train_step` call, whatever `updates_per_s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
-from torch.optim.lr_scheduler import LambdaLR
+from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
 from ajet.config.schema import TrainerConfig
 
@@ -55,17 +56,33 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainerConfig, total_
     return LambdaLR(optimizer, lambda step: lr_factor(step, cfg, total_steps))
 
 
+@contextmanager
+def training_call(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: LRScheduler | None) -> Iterator[None]:
+    """The frame of one trainer call (`train_step`, `dpo_step`): inside, the model is in train() mode
+    with no gradients left over; after, whatever happened, the gradients are dropped and the model is
+    back in eval() for the engine that shares it; the scheduler steps once, when the call finished."""
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    try:
+        yield
+    finally:
+        optimizer.zero_grad(set_to_none=True)
+        model.eval()
+    if scheduler is not None:
+        scheduler.step()
+
+
 def apply_update(optimizer: torch.optim.Optimizer, params: Iterable[nn.Parameter], max_norm: float,
                  loss: float) -> tuple[float, bool]:
-    """Clip the gradients and step the optimizer; returns (norm before clipping, applied). When the
-    loss or the gradient norm is NaN or inf the update is skipped and the gradients dropped, so no
-    weight and no optimizer moment ever takes a non-finite value."""
+    """One optimizer update from the accumulated gradients: clip, step, drop the gradients; returns
+    (norm before clipping, applied). When the loss or the gradient norm is NaN or inf the step is
+    skipped, so no weight and no optimizer moment ever takes a non-finite value."""
     norm = clip_gradients(params, max_norm)
-    if not (math.isfinite(loss) and math.isfinite(norm)):
-        optimizer.zero_grad(set_to_none=True)
-        return norm, False
-    optimizer.step()
-    return norm, True
+    applied = math.isfinite(loss) and math.isfinite(norm)
+    if applied:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)  # the next update accumulates from zero
+    return norm, applied
 
 
 def clip_gradients(params: Iterable[nn.Parameter], max_norm: float) -> float:

@@ -17,7 +17,7 @@ from ajet.algorithm.losses import dpo_loss
 from ajet.config.schema import DpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.logprobs import sequence_logprobs, token_logprobs
-from ajet.trainer.optim import apply_update
+from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
 
 Pair = tuple[Sample, Sample]
@@ -71,10 +71,8 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
     total = len(pairs)
     stats: dict[str, float] = {"loss": 0.0, "reward_margin": 0.0, "reward_accuracy": 0.0,
                                "reward_chosen": 0.0, "reward_rejected": 0.0}
-    policy.model.train()
-    optimizer.zero_grad(set_to_none=True)
     tokens = 0
-    try:
+    with training_call(policy.model, optimizer, scheduler):
         for idx in chunks:
             chunk = [pairs[i] for i in idx]
             with torch.no_grad(), policy.base_model_context() as reference:
@@ -83,7 +81,7 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
             p = len(chunk)
             loss, chunk_stats = dpo_loss(logps[:p], logps[p:], ref[:p], ref[p:], dpo.beta, dpo.label_smoothing)
             (loss * p / total).backward()
-            stats["loss"] += float(loss) * p / total
+            stats["loss"] += float(loss.detach()) * p / total
             for key in ("reward_margin", "reward_accuracy", "reward_chosen", "reward_rejected"):
                 stats[key] += chunk_stats[key] * p / total
             tokens += sum(len(c.input_ids) + len(r.input_ids) for c, r in chunk)
@@ -91,11 +89,6 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
                                                    stats["loss"])
         stats["updates"] = float(applied)
         stats["nonfinite_updates"] = stats["nonfinite_tail"] = float(not applied)
-    finally:
-        optimizer.zero_grad(set_to_none=True)
-        policy.model.eval()
-    if scheduler is not None:
-        scheduler.step()
     elapsed = time.perf_counter() - started
     stats.update(lr=lr, pairs=float(total), tokens=float(tokens), tokens_per_s=tokens / elapsed if elapsed else 0.0)
     return stats

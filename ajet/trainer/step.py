@@ -33,7 +33,7 @@ from ajet.config.schema import GrpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
 from ajet.trainer.logprobs import token_logprobs
-from ajet.trainer.optim import apply_update
+from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
 
 Algo = Literal["grpo", "sft"]
@@ -117,8 +117,7 @@ def train_step(
         measure_gap_first = False
 
     params = policy.trainable_parameters()
-    policy.model.train()
-    try:
+    with training_call(policy.model, optimizer, scheduler):
         for update, idx in enumerate(split_mini_batches(len(samples), cfg.updates_per_step)):
             plan = pack_micro_batches(
                 [samples[i] for i in idx],
@@ -130,7 +129,6 @@ def train_step(
             _count_plan(stats, plan, idx)
             if not plan.micro_batches:
                 continue  # nothing trainable in this mini-batch: no update
-            optimizer.zero_grad(set_to_none=True)
             loss = 0.0
             for mb in plan.micro_batches:
                 loss += _micro_step(policy, mb.to(policy.device), plan, algo, grpo, autocast_dtype, stats,
@@ -140,11 +138,6 @@ def train_step(
             stats.grad_norms.append(norm)
             stats.nonfinite += 0 if applied else 1
             stats.nonfinite_tail = 0 if applied else stats.nonfinite_tail + 1
-    finally:
-        optimizer.zero_grad(set_to_none=True)
-        policy.model.eval()
-    if scheduler is not None:
-        scheduler.step()
     return _summary(stats, lr, time.perf_counter() - start)
 
 

@@ -114,7 +114,7 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path):
         torch.testing.assert_close(state["exp_avg"], opt_b["state"][key]["exp_avg"], rtol=0, atol=1e-6)
 
 
-def test_offline_dpo_and_online_dpo(tmp_path):
+def test_offline_dpo(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     rows = [{"prompt": f"What is {i}+{i}?", "chosen": f"It is {2 * i}.", "rejected": "I don't know."} for i in range(6)]
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -124,9 +124,41 @@ def test_offline_dpo_and_online_dpo(tmp_path):
     rows_off = metrics(tmp_path / "off")
     assert len(rows_off) == 2 and all("reward_margin" in r for r in rows_off)
     assert rows_off[-1]["reward_margin"] > 0  # after one update the chosen answers are preferred
-    cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / 'on'}", "algorithm=dpo", "trainer.steps=1"])
-    run(cfg)
-    assert "pairs" in metrics(tmp_path / "on")[0]
+
+
+ONLINE_YAML = """
+defaults:
+  - workflow: chat
+ajet:
+  model: {path: tiny-random}
+  task_reader: {type: jsonl, train: train.jsonl}
+  judge: {type: judge.py:LengthJudge}
+  algorithm: dpo
+  rollout: {group_size: 4, batch_tasks: 2, max_tokens_per_turn: 8}
+  trainer: {steps: 1}
+  dpo: {lr: 1.0e-3}
+"""
+LENGTH_JUDGE = """
+from ajet import Judge
+
+
+class LengthJudge(Judge):
+    async def score(self, task, output):
+        return len(output.answer or "") / 10  # the tiny model's random replies differ in length
+"""
+
+
+def test_online_dpo_pairs_the_rollouts_and_updates_the_weights(tmp_path):
+    (tmp_path / "run.yaml").write_text(ONLINE_YAML)
+    (tmp_path / "judge.py").write_text(LENGTH_JUDGE)
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"query": f"Tell me about {w}."}) + "\n"
+                                                  for w in ("gas", "wind")))
+    run(load_config(tmp_path / "run.yaml", [f"output_dir={tmp_path / 'on'}"]))
+    [row] = metrics(tmp_path / "on")
+    assert row["pairs"] == 2 and row["updates"] == 1 and "skipped_update" not in row  # one pair per group
+    assert row["reward_std"] > 0 and "reward_margin" in row
+    lora_b = {k: v for k, v in adapter(tmp_path / "on", 1).items() if "lora_B" in k}
+    assert lora_b and all(v.abs().sum() > 0 for v in lora_b.values())  # B starts at zero: the update moved it
 
 
 def test_export_merge_loads_with_transformers_and_ajet_serves_it(tmp_path):

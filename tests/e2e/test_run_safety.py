@@ -158,6 +158,7 @@ def test_a_resumed_run_keeps_each_episode_once(project):
     out = project / "killed"
     run(_cfg(project, f"output_dir={out}"))
     assert len(_lines(out / "episodes.jsonl")) == 8
+    sampled = _completions(_lines(out / "episodes.jsonl"), step=2)
     # What kill -9 during step 2's rollout leaves: its episodes written, its checkpoint not, a torn line.
     shutil.rmtree(out / "checkpoints" / "step-000002")
     with (out / "episodes.jsonl").open("a") as handle:
@@ -167,6 +168,13 @@ def test_a_resumed_run_keeps_each_episode_once(project):
     assert sorted(e["step"] for e in episodes) == [1, 1, 1, 1, 2, 2, 2, 2]
     assert len({e["episode_id"] for e in episodes}) == 8
     assert [r["step"] for r in _lines(out / "metrics.jsonl")] == [1, 2]
+    # step 2's episodes get the same seeds again (ajet.rollout.seeds), so they sample the same tokens
+    assert _completions(episodes, step=2) == sampled and len(sampled) == 4
+
+
+def _completions(episodes: list[dict], step: int) -> dict[tuple[str, int], list[list[int]]]:
+    return {(e["task"]["task_id"], e["repeat"]): [c["completion_ids"] for c in e["llm_calls"]]
+            for e in episodes if e["step"] == step}
 
 
 def test_eval_survives_workflows_that_cancel_exit_or_swallow(project):

@@ -10,7 +10,7 @@ import sys
 import time
 
 from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
-from ajet.backbone.debug.monitor import Monitor
+from ajet.backbone.monitor import Monitor
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.hf import HFEngine
 from ajet.rollout import guard

@@ -39,6 +39,7 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
             found.update(a.name for a in node.names if a.name.startswith("ajet"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ajet"):
             found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)  # `from ajet.backbone import swift`
     return found
 
 
@@ -84,4 +85,20 @@ def test_lower_layers_never_import_higher_ones() -> None:
             if module == layer or module.startswith(layer + "."):
                 bad += [(module, t) for t in targets
                         if t.startswith(forbidden) and (module, t) not in ALLOWED]
+    assert bad == []
+
+
+def test_no_backbone_imports_another_backbones_package() -> None:
+    """What backbones share lives beside them in ajet/backbone/ (monitor, launch, envs, preflight), so
+    one backbone can be removed or installed without another."""
+    backbone_dir = PACKAGE / "backbone"
+    backbones = sorted(p.parent.name for p in backbone_dir.glob("*/__init__.py"))
+    assert {"debug", "swift", "llamafactory"} <= set(backbones)
+    bad = []
+    for module, targets in _graph(top_level_only=False).items():
+        own = module.split(".")[2] if module.startswith("ajet.backbone.") else None
+        if own not in backbones:
+            continue
+        bad += [(module, t) for t in targets for other in backbones
+                if other != own and (t == f"ajet.backbone.{other}" or t.startswith(f"ajet.backbone.{other}."))]
     assert bad == []

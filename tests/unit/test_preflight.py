@@ -66,7 +66,7 @@ def test_judge_plugin_that_does_not_load(tmp_path: Path) -> None:
 
 
 def test_plain_progress_lines_when_stdout_is_not_a_terminal(tmp_path: Path, capsys, monkeypatch) -> None:
-    from ajet.backbone.debug.monitor import Monitor
+    from ajet.backbone.monitor import Monitor
 
     monkeypatch.delenv("AJET_PROGRESS", raising=False)
     monitor = Monitor(tmp_path, total_steps=3, tensorboard=False)

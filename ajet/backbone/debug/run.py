@@ -23,16 +23,18 @@ from typing import Any
 from rich.console import Console
 
 from ajet.algorithm.advantages import group_advantages
-from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
+from ajet.algorithm.online_dpo import online_pairs
 from ajet.backbone.debug.publish import AdapterPublisher, check_engine, rollout_engine
 from ajet.backbone.debug.state import (
-    DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite, truncate_run_logs,
+    DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
+from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError
 from ajet.evaluate import evaluate
 from ajet.render import ChatRenderer
+from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
@@ -206,7 +208,7 @@ class DebugRun:
         tasks = self._train_tasks()
         picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
         settings = settings_for(self.cfg, "train")
-        settings.seed = (self.cfg.engine.seed + 1_000_003 * (self.state.global_step + 1)) % 2**31
+        settings.seed = batch_seed(self.cfg.engine.seed, self.state.global_step + 1)
         return await stack.runner.run(picked, settings, label=f"rollout {self.state.global_step + 1}",
                                       step=self.state.global_step + 1)
 
@@ -242,7 +244,7 @@ class DebugRun:
             metrics: dict[str, Any] = {"epoch": self.state.epoch}
         else:
             rollout = await self._rollout(stack)
-            batch = _online_pairs(rollout)
+            batch = online_pairs(rollout.episodes)
             metrics = _rollout_metrics(rollout.summary(), rollout, {})
             metrics["pairs"] = len(batch)
             if not batch:
@@ -292,22 +294,6 @@ def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) 
         **{f"reward/{k}": v for k, v in summary["reward_parts"].items()},
         **{f"groups/{k}": v for k, v in adv_stats.items() if k in ("zero_variance_groups", "informative_groups")},
     }
-
-
-def _online_pairs(batch) -> list:
-    """Best and worst episode of each group whose rewards differ (seed 002's pair building)."""
-    groups: dict[str, list] = {}
-    for episode in batch.episodes:
-        if episode.samples:
-            groups.setdefault(episode.group_id, []).append(episode)
-    pairs = []
-    for episodes in groups.values():
-        best = max(episodes, key=lambda e: e.reward.total)
-        worst = min(episodes, key=lambda e: e.reward.total)
-        if best.reward.total > worst.reward.total:
-            pick = lambda e: max(e.samples, key=lambda s: s.num_trained_tokens)  # noqa: E731
-            pairs.append((pick(best), pick(worst)))
-    return pairs
 
 
 def run(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:

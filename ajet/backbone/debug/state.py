@@ -3,15 +3,14 @@
 Resuming continues exactly one run folder: `output_dir`, or the folder (or checkpoint) given to
 `--resume PATH`, never a neighbour. Its config must match the one the checkpoint was trained with,
 except in keys that do not change the training (`RESUME_FREE_KEYS`) or that the user accepts with
-`trainer.resume_accept`. On resume, log lines of steps after the checkpoint are dropped: they are
-about to be run again.
+`trainer.resume_accept`. On resume, log lines of steps after the checkpoint are dropped
+(`ajet.backbone.monitor.truncate_run_logs`): they are about to be run again.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ RESUME_FREE_KEYS = (
     "engine.max_batch_size", "engine.base_url", "engine.api_key", "engine.request_timeout_s",
     "model.device", "backbone.swift", "backbone.llamafactory",
 )
-RUN_LOGS = ("metrics.jsonl", "episodes.jsonl", "val_episodes.jsonl")
 
 
 @dataclass
@@ -168,38 +166,6 @@ _ABSENT = _Absent()
 
 def _show(value: Any) -> str:
     return repr(value) if isinstance(value, _Absent) else json.dumps(value, default=str)[:80]
-
-
-def truncate_run_logs(run_dir: Path, last_step: int) -> dict[str, int]:
-    """Drop the lines of steps after `last_step` from the run's JSONL logs (metrics, episodes, val
-    episodes), and any line a crash cut short: those steps are about to be run again. Rows without a
-    step are kept. Each file is rewritten atomically. Returns {file name: lines dropped}."""
-    dropped: dict[str, int] = {}
-    for name in RUN_LOGS:
-        path = run_dir / name
-        if not path.is_file():
-            continue
-        kept, lost = [], 0
-        with path.open(encoding="utf-8", errors="surrogateescape") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:  # the line a kill -9 cut short
-                    lost += 1
-                    continue
-                step = row.get("step") if isinstance(row, dict) else None
-                if isinstance(step, int) and step > last_step:
-                    lost += 1
-                    continue
-                kept.append(line if line.endswith("\n") else line + "\n")
-        if lost:
-            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-            tmp.write_text("".join(kept), encoding="utf-8", errors="surrogateescape")
-            os.replace(tmp, path)
-            dropped[name] = lost
-    return dropped
 
 
 def track_nonfinite(state: RunState, stats: dict[str, Any], limit: int) -> None:

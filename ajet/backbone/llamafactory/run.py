@@ -32,14 +32,13 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
-from ajet.backbone.debug.state import truncate_run_logs
 from ajet.backbone.launch import run_streaming
 from ajet.backbone.llamafactory import checkpoints
 from ajet.backbone.llamafactory.args import check_config, dataset_info, stage_args
 from ajet.backbone.llamafactory.convert import ConversionReport, convert_file
 from ajet.backbone.llamafactory.env import SPEC
 from ajet.backbone.llamafactory.tokens import token_rows, write_tokenized
+from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import BackboneError, CheckpointError

@@ -23,9 +23,9 @@ from typing import Any
 
 from rich.console import Console
 
-from ajet.backbone.debug.monitor import Monitor, plot_curves, print_summary, read_metrics
 from ajet.backbone.envs import ajet_path_entry
 from ajet.backbone.launch import run_streaming
+from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics
 from ajet.backbone.swift import args as swift_args
 from ajet.backbone.swift import data as swift_data
 from ajet.backbone.swift.env import swift_python

@@ -31,6 +31,7 @@ from swift.rollout.multi_turn import MultiTurnScheduler
 from ajet.backbone.swift.engine import engine_for
 from ajet.config.schema import AjetConfig
 from ajet.judge.base import Judge, Reward
+from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.workflow import Task
 
@@ -67,7 +68,7 @@ class WorkflowScheduler(MultiTurnScheduler):
             task = Task.model_validate_json(infer_request.data_dict[TASK_COLUMN])
             settings = settings_for(self.cfg, "train")
             settings.group_size = 1
-            settings.seed = (self.cfg.engine.seed + 1_000_003 * next(self._counter)) % 2**31
+            settings.seed = batch_seed(self.cfg.engine.seed, next(self._counter))  # one batch per trajectory
             batch = await stack.runner.run([task], settings, show_progress=False)
             return episode_output(batch.episodes[0], infer_request, stack, time.perf_counter() - started)
         except Exception as exc:  # a plugin failure is one failed episode, never a crashed trainer

@@ -1,10 +1,12 @@
-"""Watching a run: metrics.jsonl every step, TensorBoard when installed, a live rich panel, and a
-reward/loss curve PNG at the end."""
+"""Watching a run, for every backbone: metrics.jsonl every step, TensorBoard when installed, a live
+line, a reward/loss curve PNG and a summary table at the end; and, on resume, dropping the log lines
+of steps about to be run again."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from ajet.display import duration, interactive, plain_line
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
+RUN_LOGS = ("metrics.jsonl", "episodes.jsonl", "val_episodes.jsonl")  # step-keyed JSONL logs of a run folder
 
 # Metrics shown in the live line, in order: (key, label, format)
 _SHOWN = [
@@ -149,3 +152,35 @@ def print_summary(rows: list[dict[str, Any]]) -> None:
         table.add_row(stage, str(len(ours)), fmt(ours[0].get("loss")), fmt(ours[-1].get("loss")),
                       fmt(ours[0].get("reward_mean")), fmt(ours[-1].get("reward_mean")))
     console.print(table)
+
+
+def truncate_run_logs(run_dir: Path, last_step: int) -> dict[str, int]:
+    """Drop the lines of steps after `last_step` from the run's JSONL logs (metrics, episodes, val
+    episodes), and any line a crash cut short: those steps are about to be run again. Rows without a
+    step are kept. Each file is rewritten atomically. Returns {file name: lines dropped}."""
+    dropped: dict[str, int] = {}
+    for name in RUN_LOGS:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        kept, lost = [], 0
+        with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:  # the line a kill -9 cut short
+                    lost += 1
+                    continue
+                step = row.get("step") if isinstance(row, dict) else None
+                if isinstance(step, int) and step > last_step:
+                    lost += 1
+                    continue
+                kept.append(line if line.endswith("\n") else line + "\n")
+        if lost:
+            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_text("".join(kept), encoding="utf-8", errors="surrogateescape")
+            os.replace(tmp, path)
+            dropped[name] = lost
+    return dropped
