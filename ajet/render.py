@@ -21,6 +21,7 @@ string the template would, so token ids do not change (a template that reads the
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable
@@ -50,7 +51,7 @@ class RenderedPrompt:
 
 
 SpliceLookup = Callable[[dict[str, Any]], "GeneratedTurn | None"]
-RENDER_CACHE_ENTRIES = 2048  # rendered texts kept (a prompt text is a few KB: at most some MB in all)
+RENDER_CACHE_ENTRIES = 2048  # rendered texts kept: with their keys ~10-40 KB each at 4,096-token prompts, tens of MB at most
 
 
 # The canonical JSON of a tool list: what identifies a tool set, in the tracker and in the caches here.
@@ -145,12 +146,14 @@ class ChatRenderer:
                 return self.render_text(messages[:n], tools, add_generation_prompt)
             key = (tools_json, add_generation_prompt, *keys[:n])
             found = self._render_cache.get(key)
-            if found is not None:
+            if found is None:
+                found = self._render_cache[key] = self.render_text(messages[:n], tools, add_generation_prompt)
+            # No lock (the renderer must stay picklable for swift's workers): a race between threads
+            # can only lose an LRU touch or an eviction, never give a wrong text.
+            with contextlib.suppress(KeyError):
                 self._render_cache.move_to_end(key)
-                return found
-            found = self._render_cache[key] = self.render_text(messages[:n], tools, add_generation_prompt)
-            if len(self._render_cache) > RENDER_CACHE_ENTRIES:
-                self._render_cache.popitem(last=False)  # the least recently used
+                while len(self._render_cache) > RENDER_CACHE_ENTRIES:
+                    self._render_cache.popitem(last=False)  # the least recently used
             return found
 
         return text
