@@ -11,16 +11,25 @@ between them are tokenized, and the generated ids are inserted as they were samp
 request of an episode cuts at the same places and tokenizes the same text chunks, the prompt of a
 later call starts with the exact tokens of an earlier call plus its completion, which is what lets
 the tracker merge a multi-turn episode into one sample.
+
+Rendered texts are cached, keyed by the JSON of the tools and of the messages rendered: a call of an
+episode re-renders every earlier turn's "before" and "after" text, which the previous call already
+rendered, and the calls of a GRPO group start from the same messages. The cache returns the same
+string the template would, so token ids do not change (a template that reads the clock, like
+`strftime_now`, is never cached).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ajet.errors import GatewayError
+from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import GeneratedTurn, Segment, canonical_arguments
 
 HERMES_SYSTEM = (
@@ -42,6 +51,18 @@ class RenderedPrompt:
 
 
 SpliceLookup = Callable[[dict[str, Any]], "GeneratedTurn | None"]
+RENDER_CACHE_ENTRIES = 2048  # rendered texts kept: with their keys ~10-40 KB each at 4,096-token prompts, tens of MB at most
+
+
+# The canonical JSON of a tool list: what identifies a tool set, in the tracker and in the caches here.
+tools_key = EpisodeTracker.tools_key
+
+
+def _message_key(message: dict) -> str | None:
+    try:
+        return json.dumps(message, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON (an SDK object, a float NaN ...): render without the cache
+        return None
 
 
 @dataclass
@@ -53,6 +74,8 @@ class ChatRenderer:
     _native_tools: bool = field(init=False, default=False)
     _eos_texts: list[str] = field(init=False, default_factory=list)
     _chunk_cache: dict[str, list[int]] = field(init=False, default_factory=dict)
+    _render_cache: OrderedDict[tuple, str] = field(init=False, default_factory=OrderedDict)
+    _cache_renders: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
         template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
@@ -62,6 +85,8 @@ class ChatRenderer:
         # A template that mentions `tools` renders them itself; otherwise use the Hermes rewrite.
         self._native_tools = "tools" in template
         self._eos_texts = [t for t in {self.tokenizer.eos_token} if t]
+        # A template that reads the clock renders differently over time: never serve it from the cache.
+        self._cache_renders = "strftime" not in template and "now(" not in template
 
     # ----------------------------------------------------------------- text rendering
     def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
@@ -108,6 +133,31 @@ class ChatRenderer:
             self._chunk_cache[text] = ids = list(ids)
         return list(ids)
 
+    def prefix_renderer(self, messages: list[dict], tools: list[dict] | None,
+                        tools_json: str | None = None) -> Callable[[int, bool], str]:
+        """`text(n, add_generation_prompt)`: `render_text(messages[:n], tools, ...)`, served from the
+        render cache when the same tools and first n messages were rendered before."""
+        keys = [_message_key(m) for m in messages] if self._cache_renders else []
+        usable = len(keys) if None not in keys else keys.index(None)  # prefixes up to here have a key
+        tools_json = tools_key(tools) if tools_json is None and self._cache_renders else tools_json
+
+        def text(n: int, add_generation_prompt: bool) -> str:
+            if n > usable:
+                return self.render_text(messages[:n], tools, add_generation_prompt)
+            key = (tools_json, add_generation_prompt, *keys[:n])
+            found = self._render_cache.get(key)
+            if found is None:
+                found = self._render_cache[key] = self.render_text(messages[:n], tools, add_generation_prompt)
+            # No lock (the renderer must stay picklable for swift's workers): a race between threads
+            # can only lose an LRU touch or an eviction, never give a wrong text.
+            with contextlib.suppress(KeyError):
+                self._render_cache.move_to_end(key)
+                while len(self._render_cache) > RENDER_CACHE_ENTRIES:
+                    self._render_cache.popitem(last=False)  # the least recently used
+            return found
+
+        return text
+
     # ----------------------------------------------------------------- exact-token prompt
     def encode(
         self,
@@ -116,9 +166,12 @@ class ChatRenderer:
         lookup: SpliceLookup | None = None,
         is_think_stripped: Callable[[dict], bool] | None = None,
         add_generation_prompt: bool = True,
+        tools_json: str | None = None,
     ) -> RenderedPrompt:
-        """Prompt ids for `messages` plus a generation prompt, with generated turns spliced in."""
-        full = self.render_text(messages, tools, add_generation_prompt=add_generation_prompt)
+        """Prompt ids for `messages` plus a generation prompt, with generated turns spliced in.
+        tools_json: `tools_key(tools)` when the caller has it already."""
+        prefix = self.prefix_renderer(messages, tools, tools_json)
+        full = prefix(len(messages), add_generation_prompt)
         out = RenderedPrompt(token_ids=[], segments=[])
         consumed = ""  # prefix of `full` already covered by segments
         pending = ""  # text owed after the last spliced turn (e.g. the newline after an EOS)
@@ -131,8 +184,7 @@ class ChatRenderer:
                 if is_think_stripped and is_think_stripped(message):
                     out.think_stripped += 1
                 continue
-            before = self.render_text(messages[:i], tools, add_generation_prompt=True)
-            after = self.render_text(messages[: i + 1], tools, add_generation_prompt=False)
+            before, after = prefix(i, True), prefix(i + 1, False)
             if not (before.startswith(consumed) and after.startswith(before) and full.startswith(after)):
                 out.unmatched_assistant += 1  # template not prefix-stable here: render this turn as text
                 continue
@@ -154,12 +206,12 @@ class ChatRenderer:
         live episode, so an SFT sample equals what the gateway records when the model produces
         those tokens (mask parity)."""
         index = {id(m): n for n, m in enumerate(messages)}
+        tools_json = tools_key(tools)
+        prefix = self.prefix_renderer(messages, tools, tools_json)
 
         def as_generated(message: dict) -> GeneratedTurn | None:
             i = index[id(message)]
-            before = self.render_text(messages[:i], tools, add_generation_prompt=True)
-            after = self.render_text(messages[: i + 1], tools, add_generation_prompt=False)
-            turn = after[len(before):]
+            turn = prefix(i + 1, False)[len(prefix(i, True)):]
             for eos in self._eos_texts:
                 at = turn.rfind(eos)
                 if at >= 0:
@@ -167,7 +219,8 @@ class ChatRenderer:
                     return GeneratedTurn(ids, [0.0] * len(ids), ends_with_eos=True, call_index=i)
             return None
 
-        rendered = self.encode(messages, tools, lookup=as_generated, add_generation_prompt=False)
+        rendered = self.encode(messages, tools, lookup=as_generated, add_generation_prompt=False,
+                               tools_json=tools_json)
         # Text after the last trained turn (the template's closing newline) is never part of a
         # recorded episode, so it is not part of the SFT sample either.
         while rendered.segments and rendered.segments[-1].author == "prompt" and rendered.spliced:

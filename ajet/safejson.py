@@ -17,6 +17,10 @@ from typing import Any
 MAX_DEPTH = 64  # OpenAI requests and task rows nest a handful of levels; tool schemas maybe a dozen
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads joins valid pairs, so any left is unpaired
+# Text that could parse into a surrogate: a \\uD800-\\uDFFF escape, or one as raw (surrogatepass) UTF-8
+# bytes. A body without any (nearly all of them) has no string worth searching, only its depth to check.
+_MAYBE_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_MAYBE_SURROGATE_TEXT = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 class JSONProblem(ValueError):
@@ -37,19 +41,23 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH, strict: bool = True)
         raise
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, int too long
         raise JSONProblem(f"not valid JSON: {exc}") from None
-    problem = find_problem(value, max_depth=max_depth)
+    pattern = _MAYBE_SURROGATE_BYTES if isinstance(data, (bytes, bytearray)) else _MAYBE_SURROGATE_TEXT
+    problem = find_problem(value, max_depth=max_depth, strings=pattern.search(data) is not None)
     if problem is not None:
         raise JSONProblem(problem)
     return value
 
 
-def find_problem(value: Any, *, max_depth: int = MAX_DEPTH, root: str = "") -> str | None:
+def find_problem(value: Any, *, max_depth: int = MAX_DEPTH, root: str = "", strings: bool = True) -> str | None:
     """The first problem of a parsed value (too deep, or a string or key with an unpaired surrogate),
-    naming its path like `messages.0.content`; None when there is none. Iterative: never recurses."""
+    naming its path like `messages.0.content`; None when there is none. Iterative: never recurses.
+    strings=False: only the depth is checked (the caller knows no string can hold a surrogate)."""
     stack: list[tuple[Any, int, tuple | None]] = [(value, 1, None)]
     while stack:
         item, depth, path = stack.pop()
         if isinstance(item, str):
+            if not strings:
+                continue
             found = _SURROGATE.search(item)
             if found:
                 return (f"{_where(path, root)} holds an unpaired surrogate {ascii(found.group())} at character "
@@ -59,9 +67,9 @@ def find_problem(value: Any, *, max_depth: int = MAX_DEPTH, root: str = "") -> s
                 return f"{root or 'the JSON value'} is nested deeper than {max_depth} levels"
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
             for key, child in pairs:
-                if isinstance(key, str) and _SURROGATE.search(key):
+                if strings and isinstance(key, str) and _SURROGATE.search(key):
                     return f"a key in {_where(path, root)} holds an unpaired surrogate, which is not valid Unicode"
-                if isinstance(child, (str, dict, list)):  # numbers, booleans and null need no check
+                if isinstance(child, (dict, list)) or (strings and isinstance(child, str)):  # numbers, null: no check
                     stack.append((child, depth + 1, (path, key)))
     return None
 

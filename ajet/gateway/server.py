@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ajet.engine.base import Engine, SamplingParams
+from ajet.engine.base import Engine, GuidedDecoding, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
@@ -30,12 +30,14 @@ from ajet.gateway.request import (
 )
 from ajet.gateway.constraints import guided_decoding
 from ajet.models import eos_token_ids
-from ajet.render import ChatRenderer
+from ajet.render import ChatRenderer, tools_key
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import LLMCall
 
 log = logging.getLogger(__name__)
+
+GUIDED_CACHE_ENTRIES = 256  # distinct (tools, tool_choice, response_format, ...) constraints kept
 
 
 class Gateway:
@@ -72,6 +74,7 @@ class Gateway:
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
         # The engine's own stop ids when it has them (the hf engine reads every source); else the same
         # rule from the tokenizer (ajet.models.eos_token_ids), so an EOS the engine stopped on is cut.
+        self._guided_cache: dict[tuple[str, str], GuidedDecoding | None] = {}
         self._eos_ids = set(getattr(engine, "eos_ids", None) or
                             (eos_token_ids(None, tokenizer) if tokenizer is not None else set()))
 
@@ -132,14 +135,15 @@ class Gateway:
         use_tools = bool(chat.tools) and chat.tool_choice != "none"
         tools = chat.tools if use_tools else None
         tracker = session.tracker
+        tools_json = tools_key(tools)  # computed once: the render cache, the constraint cache and the tracker key on it
         prompt = self.renderer.encode(
-            chat.messages, tools, tracker.lookup(agent), tracker.is_think_stripped(agent)
+            chat.messages, tools, tracker.lookup(agent), tracker.is_think_stripped(agent), tools_json=tools_json
         )
         if len(prompt.token_ids) > self.max_prompt_tokens:
             raise GatewayError(
                 f"prompt is {len(prompt.token_ids)} tokens; the limit (rollout.max_prompt_tokens) is "
                 f"{self.max_prompt_tokens}", code="context_length_exceeded")
-        sampling = self._sampling(session, chat)
+        sampling = self._sampling(session, chat, tools_json if tools else tools_key(chat.tools))
         started = time.perf_counter()
         generation = await self.engine.generate(prompt.token_ids, sampling)
         text, ends_with_eos = self._decode(generation.token_ids, sampling.stop)
@@ -158,7 +162,7 @@ class Gateway:
             call = LLMCall(
                 index=0, agent=agent, trained=session.is_trained(agent), prompt_segments=prompt.segments,
                 completion_ids=list(generation.token_ids), completion_logprobs=list(generation.logprobs),
-                finish_reason=finish, tools_key=EpisodeTracker.tools_key(tools), messages=chat.messages,
+                finish_reason=finish, tools_key=tools_json, messages=chat.messages,
                 think_stripped=prompt.think_stripped, unmatched_assistant=prompt.unmatched_assistant,
                 tool_call_parse_failed=bool(parsed and parsed.malformed), parse_error=parsed.error if parsed else None,
                 seconds=time.perf_counter() - started,
@@ -177,7 +181,7 @@ class Gateway:
             },
         }
 
-    def _sampling(self, session: EpisodeSession, chat: ChatRequest) -> SamplingParams:
+    def _sampling(self, session: EpisodeSession, chat: ChatRequest, tools_json: str) -> SamplingParams:
         requested = chat.max_completion_tokens or chat.max_tokens or session.default_max_tokens or session.max_tokens
         stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
         return SamplingParams(
@@ -186,10 +190,27 @@ class Gateway:
             top_p=session.top_p if chat.top_p is None else chat.top_p,
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.call_seed(),
-            guided=guided_decoding(chat.tools, chat.tool_choice, (chat.model_extra or {}).get("response_format"),
-                                   (chat.model_extra or {}).get("parallel_tool_calls"),
-                                   (chat.model_extra or {}).get("guided_regex")),
+            guided=self._guided(chat, tools_json),
         )
+
+    def _guided(self, chat: ChatRequest, tools_json: str) -> GuidedDecoding | None:
+        """The request's constraint (`guided_decoding`), built once per distinct tools and choice:
+        every call of an agent offers the same tools, and building it walks every tool's schema."""
+        extra = chat.model_extra or {}
+        fields = (chat.tool_choice, extra.get("response_format"), extra.get("parallel_tool_calls"),
+                  extra.get("guided_regex"))
+        try:
+            key = (tools_json, json.dumps(fields, sort_keys=True))
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in self._guided_cache:
+            return self._guided_cache[key]
+        spec = guided_decoding(chat.tools, *fields)  # a GatewayError (400) is raised, never cached
+        if key is not None:
+            if len(self._guided_cache) >= GUIDED_CACHE_ENTRIES:
+                self._guided_cache.pop(next(iter(self._guided_cache)))  # the oldest
+            self._guided_cache[key] = spec
+        return spec
 
     def _decode(self, token_ids: list[int], stop: list[str]) -> tuple[str, bool]:
         """Completion text without the EOS, cut before any stop string; and whether it ended with EOS."""

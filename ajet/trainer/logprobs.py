@@ -20,6 +20,8 @@ from torch import nn
 
 from ajet.trainer.policy import unwrap_causal_lm
 
+MIN_SHARED_PREFIX = 64  # shorter shared prefixes run with every row: one more decoder call is not worth it
+
 
 def _decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module, float | None]:
     lm = unwrap_causal_lm(model)
@@ -77,7 +79,7 @@ def token_logprobs(
     attention_mask: torch.Tensor,
     loss_mask: torch.Tensor,
     *,
-    min_shared_prefix: int = 64,
+    min_shared_prefix: int = MIN_SHARED_PREFIX,
 ) -> torch.Tensor:
     """log p(input_ids[b, t] | input_ids[b, :t]) at trained positions, 0.0 elsewhere. (B, T) float32.
 

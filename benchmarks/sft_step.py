@@ -1,0 +1,101 @@
+"""SFT step time on agent data: the shared system prompt + tools run once per micro-batch, against
+running every row whole.
+
+The data is the tool-agent tutorial's demonstrations (tutorial/example_tool_agent/sft.jsonl: eight
+tool specs and a system prompt, ~918 tokens every row shares, ~1,090 tokens a row, ~70 trained),
+rendered as the trainer renders them; the model, LoRA and `micro_batch_tokens` are the tutorial's
+(SmolLM2-135M, LoRA rank 8 on all linear layers, 4,096). Three ways to run the same SFT steps, one
+`train_step(algo="sft")` of `--batch` rows each, interleaved step by step so a loaded machine
+slows all three alike:
+
+- plain: micro-batches packed by rows × longest row, every row run whole (no prefix sharing);
+- shared: the same micro-batches, the prefix all rows share run once (`token_logprobs`);
+- shared+packing: micro-batches packed counting the shared prefix once (`pack_micro_batches`),
+  so all rows of a step fit one micro-batch and the prefix runs once per step (the default).
+
+The three give the same loss and gradients (tests/unit/test_sft_prefix.py); only time differs.
+
+Each step's wall time and the process's CPU time are both taken: on a machine other jobs load, run
+with `--threads 1` and read the CPU-time ratio, which the load barely moves.
+
+    python benchmarks/sft_step.py [--steps 4] [--batch 8] [--threads N] [--model smollm2-135m-instruct]
+Last line: `prefix_shared_over_plain=<wall s/step of plain / of the default> cpu=<the same in CPU s>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import ajet.trainer.step as step_module
+from ajet.config.schema import ModelConfig, TrainerConfig
+from ajet.render import ChatRenderer
+from ajet.trainer.batching import pack_micro_batches
+from ajet.trainer.logprobs import token_logprobs
+from ajet.trainer.optim import build_optimizer
+from ajet.trainer.policy import load_policy
+from ajet.trainer.sft_data import load_sft_samples
+
+DATA = Path(__file__).resolve().parent.parent / "tutorial" / "example_tool_agent" / "sft.jsonl"
+MODES = {  # (shared_prefix counted once in packing, min_shared_prefix in token_logprobs)
+    "plain": (0, 0),
+    "shared": (0, 64),
+    "shared+packing": (64, 64),
+}
+
+
+def run_step(policy, optimizer, batch, cfg: TrainerConfig, mode: str) -> tuple[float, float, dict]:
+    pack_prefix, run_prefix = MODES[mode]
+    step_module.pack_micro_batches = functools.partial(pack_micro_batches, shared_prefix=pack_prefix)
+    step_module.token_logprobs = functools.partial(token_logprobs, min_shared_prefix=run_prefix)
+    try:
+        start, cpu = time.perf_counter(), time.process_time()
+        stats = step_module.train_step(policy, optimizer, None, batch, None, cfg, algo="sft")
+        return time.perf_counter() - start, time.process_time() - cpu, stats
+    finally:
+        step_module.pack_micro_batches, step_module.token_logprobs = pack_micro_batches, token_logprobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8, help="rows per SFT step (the tutorial's sft.batch_size)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    policy = load_policy(ModelConfig(path=args.model))
+    samples, _ = load_sft_samples(DATA, ChatRenderer(policy.tokenizer))
+    cfg = TrainerConfig(lr=1e-12, micro_batch_tokens=4096, updates_per_step=1)  # ~no drift between modes
+    optimizer = build_optimizer(policy.trainable_parameters(), cfg)
+    print(f"{len(samples)} SFT rows, {statistics.mean(len(s.input_ids) for s in samples):.0f} tokens each on average; "
+          f"autocast {policy.autocast_dtype}")
+    seconds: dict[str, list[float]] = {m: [] for m in MODES}
+    cpu: dict[str, list[float]] = {m: [] for m in MODES}
+    for step in range(args.steps + 1):  # step 0 warms up
+        batch = [samples[(step * args.batch + i) % len(samples)] for i in range(args.batch)]
+        for mode in MODES:
+            elapsed, used, stats = run_step(policy, optimizer, batch, cfg, mode)
+            if step:
+                seconds[mode].append(elapsed)
+                cpu[mode].append(used)
+            if step == 1:
+                print(f"  {mode:<15} micro-batches {stats['micro_batches']:.0f}, input tokens {stats['input_tokens']:.0f}, "
+                      f"loss {stats['loss']:.5f}")
+    for mode, values in seconds.items():
+        print(f"{mode:<15} {statistics.median(values):6.2f} s/step wall, {statistics.median(cpu[mode]):6.2f} s/step CPU "
+              f"(median of {len(values)})")
+    ratio = statistics.median(seconds["plain"]) / statistics.median(seconds["shared+packing"])
+    cpu_ratio = statistics.median(cpu["plain"]) / statistics.median(cpu["shared+packing"])
+    print(f"prefix_shared_over_plain={ratio:.2f} cpu={cpu_ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
