@@ -54,9 +54,8 @@ async def test_cached_renders_give_the_uncached_token_ids(tiny_tokenizer):
     calls = session.tracker.calls
     assert [c.completion_ids != [] for c in calls] == [True] * 4
     reference = uncached(tiny_tokenizer)
-    lookup = session.tracker.lookup("assistant")
     for call, (msgs, tools, _) in zip(calls, sent):
-        expected = reference.encode(msgs, tools, lookup)
+        expected = reference.encode(msgs, tools, session.tracker.lookup("assistant"))  # one lookup per prompt
         assert call.prompt_ids == expected.token_ids
         # (authors are not compared: the tracker untrains turns spliced after the tools changed)
         assert [s.token_ids for s in call.prompt_segments] == [s.token_ids for s in expected.segments]
