@@ -151,7 +151,8 @@ def _demo_config(cfg: AjetConfig, teacher_is_self: bool) -> AjetConfig:
 
     cls = load_object(cfg.workflow, cfg.base_dir)
     choice = cfg.generate.demos.first_tool_choice or ("required" if teacher_is_self else "auto")
-    if isinstance(cls, type) and issubclass(cls, McpAgent) and "first_tool_choice" not in cfg.workflow_args:
+    # the workflow preset lists every argument, so "not set" is a None value, not a missing key
+    if isinstance(cls, type) and issubclass(cls, McpAgent) and cfg.workflow_args.get("first_tool_choice") is None:
         return cfg.model_copy(update={"workflow_args": {**cfg.workflow_args, "first_tool_choice": choice}})
     return cfg
 

@@ -249,3 +249,17 @@ def test_dotenv_beside_the_yaml_fills_env_interpolations(tmp_path, monkeypatch):
     monkeypatch.delenv("AJET_TEST_TEACHER_KEY")
     with pytest.raises(ConfigError, match="AJET_TEST_TEACHER_KEY"):
         load_config(tmp_path / "x.yaml")
+
+
+def test_self_teacher_constrains_the_first_call_of_the_workflow_preset() -> None:
+    # the mcp_agent preset lists first_tool_choice: null; "not set" must still get the cold-start rule
+    from ajet.config.loader import load_config
+    from ajet.generate.demos import _demo_config
+
+    yaml = Path(__file__).resolve().parents[2] / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"
+    cfg = load_config(yaml, ["model.path=tiny-random"])
+    assert cfg.workflow_args["first_tool_choice"] is None
+    assert _demo_config(cfg, teacher_is_self=True).workflow_args["first_tool_choice"] == "required"
+    assert _demo_config(cfg, teacher_is_self=False).workflow_args["first_tool_choice"] == "auto"
+    mine = load_config(yaml, ["model.path=tiny-random", "workflow_args.first_tool_choice=auto"])
+    assert _demo_config(mine, teacher_is_self=True).workflow_args["first_tool_choice"] == "auto"
