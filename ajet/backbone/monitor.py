@@ -41,6 +41,11 @@ class Monitor:
         self.total_steps = total_steps
         self._started = time.perf_counter()
         self._steps_done = 0
+        # the ETA follows the current stage's pace (a GRPO step costs several SFT steps)
+        self._stage: str | None = None
+        self._stage_started = self._started
+        self._stage_steps = 0
+        self._last_logged = self._started
         self._tb = None
         if tensorboard:
             try:
@@ -63,8 +68,14 @@ class Monitor:
         self._print(step, stage, metrics)
 
     def _print(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
-        elapsed = time.perf_counter() - self._started
-        remaining = (self.total_steps - step) * elapsed / max(self._steps_done, 1)
+        now = time.perf_counter()
+        elapsed = now - self._started
+        if stage != self._stage:  # this stage began when the previous one logged its last step
+            self._stage, self._stage_steps = stage, 0
+            self._stage_started = self._last_logged if self._steps_done > 1 else self._started
+        self._stage_steps += 1
+        self._last_logged = now
+        remaining = (self.total_steps - step) * (now - self._stage_started) / self._stage_steps
         parts = [f"step {step}/{self.total_steps}"]
         for key, label, fmt in _SHOWN:
             value = metrics.get(key)

@@ -1,0 +1,22 @@
+"""The live step line: its ETA follows the pace of the stage running now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ajet.backbone import monitor as monitor_module
+from ajet.backbone.monitor import Monitor
+
+
+def test_eta_follows_the_current_stages_pace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    clock = iter([0.0, 10.0, 20.0, 30.0, 90.0, 150.0])  # start, then 2 SFT steps of 10 s, GRPO steps of 60 s
+    monkeypatch.setattr(monitor_module.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(monitor_module, "interactive", lambda: False)
+    run = Monitor(tmp_path, total_steps=6, tensorboard=False)
+    for step, stage in enumerate(["sft", "sft", "sft", "grpo", "grpo"], 1):
+        run.log(step, stage, {"loss": 1.0})
+    etas = [line.rsplit("ETA ", 1)[1] for line in capsys.readouterr().out.splitlines() if "ETA" in line]
+    # SFT: 10 s a step; GRPO: 60 s a step, so 2 and 1 GRPO steps left are 2m00s and 1m00s
+    assert etas[:3] == ["50 s", "40 s", "30 s"] and etas[3:] == ["2m00s", "1m00s"]
