@@ -152,9 +152,16 @@ def _demo_config(cfg: AjetConfig, teacher_is_self: bool) -> AjetConfig:
     cls = load_object(cfg.workflow, cfg.base_dir)
     choice = cfg.generate.demos.first_tool_choice or ("required" if teacher_is_self else "auto")
     # the workflow preset lists every argument, so "not set" is a None value, not a missing key
-    if isinstance(cls, type) and issubclass(cls, McpAgent) and cfg.workflow_args.get("first_tool_choice") is None:
-        return cfg.model_copy(update={"workflow_args": {**cfg.workflow_args, "first_tool_choice": choice}})
-    return cfg
+    if not (isinstance(cls, type) and issubclass(cls, McpAgent)):
+        return cfg
+    args = dict(cfg.workflow_args)
+    if args.get("first_tool_choice") is None:
+        args["first_tool_choice"] = choice
+    if teacher_is_self and args.get("parallel_tool_calls") is None:
+        # one call per reply: a small model forced to call keeps writing calls until max_tokens cuts
+        # one, and a cut call makes the whole reply unparseable (0 calls in 60 of 120 cold-start episodes)
+        args["parallel_tool_calls"] = False
+    return cfg.model_copy(update={"workflow_args": args})
 
 
 async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *, fresh: bool = False) -> DemoReport:

@@ -51,6 +51,9 @@ class McpAgentArgs(BaseModel):
     first_tool_choice: Literal["auto", "required"] | None = Field(
         None, description="tool_choice of the first LLM call only; 'required' makes a model that never calls "
         "tools call one (cold start). None: tool_choice.")
+    parallel_tool_calls: bool | None = Field(
+        None, description="Sent with every LLM call when set; false: at most one tool call per reply (enforced "
+        "by the gateway). None: not sent (the model may call several tools at once).")
     tool_timeout_s: float = Field(30.0, gt=0, description="A tool call running longer is an error result.")
 
 
@@ -88,8 +91,9 @@ class McpAgent(Workflow):
             for turn in range(max_turns):
                 choice = args.first_tool_choice if turn == 0 and args.first_tool_choice else args.tool_choice
                 try:
+                    extra = {} if args.parallel_tool_calls is None else {"parallel_tool_calls": args.parallel_tool_calls}
                     response = await llm.chat.completions.create(
-                        model=tuner.model, messages=messages, tools=tools, tool_choice=choice)
+                        model=tuner.model, messages=messages, tools=tools, tool_choice=choice, **extra)
                 except openai.BadRequestError as exc:
                     # e.g. the conversation outgrew the prompt limit: end the episode, let the judge score it.
                     stop = f"llm_refused: {exc.message}"

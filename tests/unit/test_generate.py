@@ -260,6 +260,8 @@ def test_self_teacher_constrains_the_first_call_of_the_workflow_preset() -> None
     cfg = load_config(yaml, ["model.path=tiny-random"])
     assert cfg.workflow_args["first_tool_choice"] is None
     assert _demo_config(cfg, teacher_is_self=True).workflow_args["first_tool_choice"] == "required"
+    assert _demo_config(cfg, teacher_is_self=True).workflow_args["parallel_tool_calls"] is False
+    assert _demo_config(cfg, teacher_is_self=False).workflow_args["parallel_tool_calls"] is None
     assert _demo_config(cfg, teacher_is_self=False).workflow_args["first_tool_choice"] == "auto"
     mine = load_config(yaml, ["model.path=tiny-random", "workflow_args.first_tool_choice=auto"])
     assert _demo_config(mine, teacher_is_self=True).workflow_args["first_tool_choice"] == "auto"
