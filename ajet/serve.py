@@ -342,8 +342,8 @@ class _ServeChat(Gateway):
 
     lora: LoraAdapters | None = None
 
-    def _sampling(self, session: Any, chat: Any) -> SamplingParams:
-        sampling = super()._sampling(session, chat)
+    def _sampling(self, session: Any, chat: Any, tools_json: str) -> SamplingParams:
+        sampling = super()._sampling(session, chat, tools_json)
         if self.lora is not None and chat.model in self.lora.loaded:
             sampling.adapter = chat.model
         return sampling
