@@ -4,7 +4,7 @@
 #   (a) base SmolLM2-135M-Instruct
 #   (b) cold start: tasks and demonstrations written by SmolLM2 itself (--teacher self), then SFT
 #   (c) the hand-made tutorial demonstrations (example_tool_agent/sft.jsonl), then the same SFT
-# Run from the repository root on an otherwise idle machine (hours on 2 CPU cores):
+# Run from the repository root on an otherwise idle machine (about 25 minutes on 2 idle CPU cores):
 #   bash tutorial/example_mcp_pipeline/closing_figures.sh [OUT_DIR]
 set -euo pipefail
 OUT=${1:-runs/closing_figures}
@@ -15,7 +15,8 @@ mkdir -p "$OUT"
 ajet eval --conf "$TOOL" output_dir="$OUT/a_base/eval"
 
 ajet generate tasks --conf "$PIPE" -n 60 --out "$OUT/b_self/tasks.jsonl" --teacher self
-ajet generate demos --conf "$PIPE" --tasks "$OUT/b_self/tasks.jsonl" --out "$OUT/b_self/sft.jsonl" --teacher self
+ajet generate demos --conf "$PIPE" --tasks "$OUT/b_self/tasks.jsonl" --out "$OUT/b_self/sft.jsonl" --teacher self \
+    generate.demos.attempts=2
 ajet --conf "$TOOL" --backbone=debug algorithm=sft sft.data="$OUT/b_self/sft.jsonl" output_dir="$OUT/b_self/train"
 ajet eval --conf "$TOOL" --model "$OUT/b_self/train" output_dir="$OUT/b_self/eval"
 
