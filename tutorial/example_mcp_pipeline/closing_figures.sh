@@ -17,7 +17,7 @@ ajet eval --conf "$TOOL" output_dir="$OUT/a_base/eval"
 ajet generate tasks --conf "$PIPE" -n 60 --out "$OUT/b_self/tasks.jsonl" --teacher self
 ajet generate demos --conf "$PIPE" --tasks "$OUT/b_self/tasks.jsonl" --out "$OUT/b_self/sft.jsonl" --teacher self \
     generate.demos.attempts=2
-ajet --conf "$TOOL" --backbone=debug algorithm=sft sft.data="$OUT/b_self/sft.jsonl" output_dir="$OUT/b_self/train"
+ajet --conf "$TOOL" --backbone=debug algorithm=sft sft.data="$(pwd)/$OUT/b_self/sft.jsonl" output_dir="$OUT/b_self/train"
 ajet eval --conf "$TOOL" --model "$OUT/b_self/train" output_dir="$OUT/b_self/eval"
 
 ajet --conf "$TOOL" --backbone=debug algorithm=sft output_dir="$OUT/c_handmade/train"
