@@ -23,15 +23,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def ajet_serve(model: str, log: Path, *flags: str) -> Iterator[str]:
-    """`ajet serve --model MODEL --served-model-name tiny FLAGS...`; yields its /v1 URL once /v1/models
-    answers, and stops the process at the end. The output goes to `log` (a pipe nobody reads could fill
-    and block the server)."""
+def ajet_serve(model: str, log: Path, *flags: str, served_name: str | None = "tiny") -> Iterator[str]:
+    """`ajet serve --model MODEL --served-model-name NAME FLAGS...` (None: served as MODEL); yields its
+    /v1 URL once /v1/models answers, and stops the process at the end. The output goes to `log` (a
+    pipe nobody reads could fill and block the server)."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the tiny model gains nothing from more threads
+    name = ["--served-model-name", served_name] if served_name else []
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "serve", "--model", model, "--port", str(port),
-                                 "--served-model-name", "tiny", "--dtype", "float32", *flags],
+                                 *name, "--dtype", "float32", *flags],
                                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     try:

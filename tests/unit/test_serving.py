@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,6 +14,7 @@ from ajet.cli import main
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import Gateway, GatewayServer
 from ajet.serve import create_serve_app
+from tests.e2e.serve_process import ajet_serve, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,41 +92,22 @@ def test_vllm_metric_definitions_on_hand_made_timings():
     assert cell["streamed_tokens"] is True
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ajet_bench_cli_against_ajet_serve_subprocess(tmp_path):
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "ajet.cli", "serve", "--model", "tiny-random", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        code = main(["bench", "--endpoint", f"http://127.0.0.1:{port}/v1", "--model", "tiny-random",
+    with ajet_serve("tiny-random", tmp_path / "serve.log", served_name=None) as url:
+        code = main(["bench", "--endpoint", url, "--model", "tiny-random",
                      "--concurrency", "1,2", "--prompt-lens", "8", "--output-lens", "4", "--requests", "2",
                      "--out", str(tmp_path)])
         assert code == 0
         report = json.loads((tmp_path / "bench.json").read_text())
         assert sum(c["completed"] for c in report["cells"]) == 4
         assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
-        scraped = samples(httpx.get(f"http://127.0.0.1:{port}/metrics").text)
+        scraped = samples(httpx.get(url.removesuffix("/v1") + "/metrics").text)
         assert sum(v for k, v in scraped.items() if k.startswith("vllm:request_success_total{")) == 4
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_bench_reports_an_unreachable_endpoint(tmp_path, capsys):
-    code = main(["bench", "--endpoint", f"http://127.0.0.1:{_free_port()}/v1", "--model", "m", "--concurrency", "1",
+    code = main(["bench", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--concurrency", "1",
                  "--prompt-lens", "4", "--output-lens", "2", "--requests", "1", "--out", str(tmp_path)])
     assert code == 2 and "no request to http://127.0.0.1:" in capsys.readouterr().err
     assert main(["bench", "--endpoint", "http://x/v1", "--model", "m", "--concurrency", "0"]) == 2
