@@ -1,0 +1,73 @@
+"""The README quickstart end to end, as a user runs it: training, then `ajet eval` of the result.
+
+Runs `ajet --conf tutorial/example_tool_agent/tool_agent.yaml --backbone=debug` and then
+`ajet eval --model <run>` on the 38 val tasks, both as subprocesses of the installed CLI, and prints
+the CPU's vector/matrix flags, the wall time of each stage (from the rows' timestamps in
+metrics.jsonl) and val success. Extra arguments are config overrides for the training run
+(`trainer.steps=2`).
+
+    python benchmarks/quickstart.py [key=value ...]
+Last line: `quickstart_minutes=<m> val_success=<x> cpu=<amx|avx512|avx2|other>`, where the minutes
+are the training command's wall time (what the README's quickstart waits for).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+YAML = REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
+
+
+def cpu_flags() -> tuple[str, list[str]]:
+    """('amx' | 'avx512' | 'avx2' | 'other', the avx*/amx* flags /proc/cpuinfo lists)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "other", []
+    flags = sorted(set(re.findall(r"\b(avx\w*|amx\w*)\b", text)))
+    if "amx_bf16" in flags:
+        return "amx", flags
+    if "avx512f" in flags:
+        return "avx512", flags
+    return ("avx2" if "avx2" in flags else "other"), flags
+
+
+def stage_seconds(metrics: Path, started: float) -> dict[str, float]:
+    """Wall seconds per stage: from the previous stage's last row (or the start) to this stage's last row."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    spans: dict[str, float] = {}
+    previous_end = started
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        end = max(r["time"] for r in rows if r["stage"] == stage)
+        spans[stage] = end - previous_end
+        previous_end = end
+    return spans
+
+
+def main(overrides: list[str]) -> None:
+    cpu, flags = cpu_flags()
+    print(f"cpu: {cpu} ({' '.join(flags) or 'no avx/amx flags'})")
+    out = REPO / "runs" / "quickstart_bench" / time.strftime("%Y%m%d-%H%M%S")
+    started = time.time()
+    subprocess.run(["ajet", "--conf", str(YAML), "--backbone=debug", f"output_dir={out / 'train'}", *overrides],
+                   check=True)
+    train_s = time.time() - started
+    for stage, seconds in stage_seconds(out / "train" / "metrics.jsonl", started).items():
+        print(f"stage {stage}: {seconds / 60:.1f} min (incl. model load and validation that precede it)")
+    eval_started = time.time()
+    subprocess.run(["ajet", "eval", "--conf", str(YAML), "--model", str(out / "train"),
+                    f"output_dir={out / 'eval'}"], check=True)
+    eval_s = time.time() - eval_started
+    report = json.loads((out / "eval" / "eval.json").read_text())
+    print(f"training {train_s / 60:.1f} min · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
+    print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} cpu={cpu}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
