@@ -32,11 +32,9 @@ from typing import Any
 
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.batch import RunningBatch
-from ajet.engine.model_runner import EngineStats, ModelRunner
+from ajet.engine.model_runner import ModelRunner
 from ajet.engine.stepper import Stepper
 from ajet.errors import EngineError
-
-__all__ = ["EngineStats", "HFEngine"]  # EngineStats lives in model_runner.py; its users find it here too
 
 
 @dataclass
@@ -93,7 +91,7 @@ class HFEngine(Engine):
     model = property(lambda self: self.runner.model)
     tokenizer = property(lambda self: self.runner.tokenizer)
     lock = property(lambda self: self.runner.lock, doc="held while a step runs; take it to update weights")
-    stats = property(lambda self: self.runner.stats)
+    stats = property(lambda self: self.runner.stats, doc="counters (model_runner.EngineStats)")
     eos_ids = property(lambda self: self.runner.eos_ids)
     vocab_size = property(lambda self: self.runner.vocab_size)
     max_positions = property(lambda self: self.runner.max_positions)
