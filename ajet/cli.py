@@ -13,9 +13,11 @@
     ajet data xlam IN --out DIR
 
 This module only parses arguments, loads the config and calls the command's function; the work
-lives in `ajet.backbone`, `ajet.evaluate`, `ajet.bfcl`, `ajet.serve`, `ajet.export`, `ajet.generate`,
-`ajet.bench` and `ajet.task_reader.xlam`, imported only when their command runs, so `--help` and `--cfg` stay fast (no torch). Every `AjetError` is printed
-as one red paragraph without a traceback and exits with its `exit_code` (2); Ctrl-C exits 130.
+lives in `ajet.backbone` (train, setup), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
+bench), `ajet.serve` (serve), `ajet.export`, `ajet.generate` and `ajet.task_reader.xlam` (data),
+imported only when their command runs, so `--help` and `--cfg` stay fast (no torch). Every
+`AjetError` is printed as one red paragraph without a traceback and exits with its `exit_code` (2);
+Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def _eval(argv: list[str]) -> int:
     if args.benchmark == "bfcl":
         if not args.model:
             parser.error("--benchmark bfcl needs --model (a model, checkpoint, folder or endpoint URL)")
-        from ajet.bfcl import run_bfcl
+        from ajet.eval.bfcl import run_bfcl
 
         run_bfcl(args.model, categories=args.categories.split(",") if args.categories else None, mode=args.mode,
                  out_dir=args.out, api_key=args.api_key, served_model=args.served_model, limit=args.limit,
@@ -162,7 +164,7 @@ def _eval(argv: list[str]) -> int:
     cfg = _load(args)
     if cfg is None:
         return 0
-    from ajet.evaluate import run_eval
+    from ajet.eval.run import run_eval
 
     return _exit_code(run_eval(cfg, model=args.model))
 
@@ -271,7 +273,7 @@ def _generate(argv: list[str]) -> int:
 
 
 def _bench(argv: list[str]) -> int:
-    from ajet.bench.load import add_arguments, run_from_args
+    from ajet.eval.bench import add_arguments, run_from_args
 
     parser = _parser("bench", "Streaming load test of an OpenAI-compatible chat endpoint over a matrix of "
                               "concurrency and prompt/output lengths (vLLM's serving-benchmark metrics).")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
-from ajet.evaluate import run_eval
+from ajet.eval.run import run_eval
 
 YAML = Path(__file__).resolve().parents[1] / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
 

@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ajet.bench.load import make_prompt, run_cell  # noqa: E402
+from ajet.eval.bench import make_prompt, run_cell  # noqa: E402
 
 
 def free_port() -> int:

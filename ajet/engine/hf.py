@@ -1,8 +1,8 @@
 """The `hf` engine: a transformers causal LM in this process, with concurrent requests batched.
 
 `await engine.generate(prompt_ids, sampling)` puts the request on an asyncio queue. One worker task
-runs the engine step by step on a dedicated thread (`stepper.Stepper`), so the event loop stays
-responsive: each step decodes one token for every running row, and requests that arrived since
+runs the engine step by step on a dedicated thread (`stepper.Stepper`, working on the model's
+`model_runner.ModelRunner`), so the event loop stays responsive: each step decodes one token for every running row, and requests that arrived since
 the last step join the running batch (continuous batching) after a prefill that starts from the
 longest prefix whose KV is already cached (`kv_cache.PrefixCache`). Rows leave the batch when they
 finish, fail, or their caller stops waiting (a cancelled `generate` frees its row at the next step).
@@ -24,41 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ajet.engine.adapters import AdapterSet
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.batch import RunningBatch
-from ajet.engine.kv_cache import PrefixCache
-from ajet.engine.precision import CastWeights
+from ajet.engine.model_runner import ModelRunner
 from ajet.engine.stepper import Stepper
-from ajet.errors import EngineError, ModelError
-from ajet.models import eos_token_ids
-
-
-@dataclass
-class EngineStats:
-    """Counters of an HFEngine, for tests, benchmarks and reports."""
-
-    requests: int = 0
-    batches: int = 0  # admission groups: requests prefilled together
-    forward_passes: int = 0
-    prompt_tokens: int = 0
-    prefilled_tokens: int = 0  # prompt tokens run through the model; the rest came from the prefix cache
-    generated_tokens: int = 0
-    largest_batch: int = 0  # most rows decoding together
-    cancelled: int = 0  # rows dropped because their caller stopped waiting
-    failed: int = 0  # requests that failed inside the engine
-
-    @property
-    def cached_tokens(self) -> int:
-        return self.prompt_tokens - self.prefilled_tokens
+from ajet.errors import EngineError
 
 
 @dataclass
@@ -98,34 +74,39 @@ class HFEngine(Engine):
             raise EngineError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if not prefix_cache_mb >= 0:
             raise EngineError(f"prefix_cache_mb must be >= 0 (0 turns the cache off), got {prefix_cache_mb}")
-        self.model = model
-        self.tokenizer = tokenizer
+        self.runner = ModelRunner(model, tokenizer, autocast_dtype=autocast_dtype, prefix_cache_mb=prefix_cache_mb,
+                                  build_matcher=build_matcher)
         self.model_name = model_name or _name_of(model)
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
         self.seed = seed
-        self.weights_version = 0  # the trainer bumps it after updating weights in place
-        self.lock = threading.RLock()  # held while a step runs; take it to update weights
-        self.stats = EngineStats()
-        _check_attention_only(model)
-        self.eos_ids = eos_token_ids(model, tokenizer)
-        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
-        self.max_positions = _max_positions(model)
-        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
-        self.adapters = AdapterSet(model)
-        self._autocast_dtype = _autocast_dtype(autocast_dtype)
-        self._cast_weights = CastWeights(model, self._autocast_dtype)  # used only under autocast
-        self._build_matcher = build_matcher
-        self._weights_signature: tuple[int, int] | None = None
-        self._weights_epoch = 0  # counts weight changes seen; rows remember it (their KV is of those weights)
-        self._pad_id = _pad_id(tokenizer, self.eos_ids)
         self._seeds = random.Random(seed)
         self._executor: ThreadPoolExecutor | None = None
         self._queue: asyncio.Queue | None = None
         self._worker: asyncio.Task | None = None
         self._worker_loop: asyncio.AbstractEventLoop | None = None
-        self._logits_to_keep = True  # cleared if the model's forward does not take it
-        self._decoder: Any = None  # the worker thread's own tokenizer copy (stepper.py), for stop strings and matchers
+
+    # The model and what its passes share live on `self.runner` (model_runner.py), read there by the
+    # worker thread's steps; the engine shows them under the names its users know.
+    model = property(lambda self: self.runner.model)
+    tokenizer = property(lambda self: self.runner.tokenizer)
+    lock = property(lambda self: self.runner.lock, doc="held while a step runs; take it to update weights")
+    stats = property(lambda self: self.runner.stats, doc="counters (model_runner.EngineStats)")
+    eos_ids = property(lambda self: self.runner.eos_ids)
+    vocab_size = property(lambda self: self.runner.vocab_size)
+    max_positions = property(lambda self: self.runner.max_positions)
+    prefix_cache = property(lambda self: self.runner.prefix_cache)
+    adapters = property(lambda self: self.runner.adapters)
+    device = property(lambda self: self.runner.device)
+
+    @property
+    def weights_version(self) -> int:
+        """The trainer bumps it after updating weights in place (the prefix cache is dropped then)."""
+        return self.runner.weights_version
+
+    @weights_version.setter
+    def weights_version(self, value: int) -> None:
+        self.runner.weights_version = value
 
     @classmethod
     def from_pretrained(
@@ -157,19 +138,12 @@ class HFEngine(Engine):
                    prefix_cache_mb=prefix_cache_mb, autocast_dtype=precision)
 
     @property
-    def device(self) -> Any:
-        return next(self.model.parameters()).device
-
-    @property
     def autocast_dtype(self) -> Any:
-        return self._autocast_dtype
+        return self.runner.autocast_dtype
 
     @autocast_dtype.setter
     def autocast_dtype(self, value: Any) -> None:
-        with self.lock:
-            self._autocast_dtype = _autocast_dtype(value)
-            self._cast_weights = CastWeights(self.model, self._autocast_dtype)
-            self.prefix_cache.clear()  # KV computed at another precision
+        self.runner.autocast_dtype = value
 
     # ------------------------------------------------------------------ adapters
     def load_adapter(self, name: str, path: str | Path) -> None:
@@ -233,7 +207,7 @@ class HFEngine(Engine):
     async def _work(self, queue: asyncio.Queue) -> None:
         """Step the engine while anything runs or waits; between steps, admit arrivals and drop the abandoned."""
         loop = asyncio.get_running_loop()
-        batch, stepper = RunningBatch(), Stepper(self)
+        batch, stepper = RunningBatch(), Stepper(self.runner)
         waiting: list[_Request] = []
         running: list[tuple[_Request, int]] = []  # rows decoding, with their lengths, as of the last step
         admit: list[_Request] = []
@@ -314,94 +288,12 @@ class HFEngine(Engine):
             raise EngineError(f"adapter {sampling.adapter!r} is not loaded; loaded: "
                               f"{sorted(self.adapters.loaded) or 'none'} (engine.load_adapter(name, path) first)")
 
-    # ------------------------------------------------------------------ torch side (worker thread)
-    def _sync_cache_version(self) -> None:
-        """Drop the prefix cache when the weights changed: `weights_version` was bumped, or a parameter was
-        modified in place (every in-place op bumps a tensor's version counter: optimizer steps, loads)."""
-        signature = (self.weights_version, sum(p._version for p in self.model.parameters()))
-        if signature != self._weights_signature:
-            if self._weights_signature is not None:
-                self.prefix_cache.clear()
-                self._weights_epoch += 1
-                self._cast_weights.weights_changed()
-            self._weights_signature = signature
-
-    @contextmanager
-    def _running_mode(self, adapter: str | None) -> Iterator[None]:
-        """Eval mode (dropout off; the trainer's mode is restored after), the adapter, autocast."""
-        import torch
-
-        was_training = self.model.training
-        if was_training:
-            self.model.eval()
-        try:
-            dtype = self._autocast_dtype
-            weights = next(self.model.parameters()).dtype
-            autocast = dtype is not None and dtype != weights
-            with self.adapters.scope(adapter), \
-                    torch.autocast(device_type=self.device.type, dtype=dtype) if autocast else nullcontext(), \
-                    self._cast_weights.swapped() if autocast else nullcontext():
-                yield
-        finally:
-            if was_training:
-                self.model.train()
-
-    def _forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
-        """Logits (B, V) float32 at the last column of input_ids (B, L), after the KV in `cache`."""
-        kwargs = dict(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                      past_key_values=cache, use_cache=True)
-        self.stats.forward_passes += 1
-        if self._logits_to_keep:
-            try:
-                # Only the last position's logits: a (B, L, V) prefill tensor can be gigabytes.
-                return self.model(**kwargs, logits_to_keep=1).logits[:, -1, :].float()
-            except TypeError:
-                self._logits_to_keep = False
-        return self.model(**kwargs).logits[:, -1, :].float()
 
 def _fail(requests: list[_Request], error: Exception | None, errors: list[Exception] | None = None) -> None:
     """Fail each request (not already done) with `error`, or with its own of `errors`."""
     for i, request in enumerate(requests):
         if not request.future.done():
             request.future.set_exception(error if errors is None else errors[i])
-
-
-def _autocast_dtype(value: Any) -> Any:
-    """A torch dtype (or None) from a dtype, its name ('bfloat16', 'float16') or None / 'off'."""
-    import torch
-
-    if value is None or value == "off":
-        return None
-    if isinstance(value, torch.dtype):
-        return value
-    table = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": None}
-    if value not in table:
-        raise EngineError(f"autocast_dtype {value!r} is not one of bfloat16, float16, float32, off")
-    return table[value]
-
-
-def _check_attention_only(model: Any) -> None:
-    """The engine's KV layout (batch.py) holds keys and values per token: models whose layers keep other
-    state (linear attention, convolutions, indexed attention) are refused up front."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
-    other = kinds - {"full_attention", "sliding_attention", "chunked_attention"}
-    if other:
-        raise ModelError(f"the hf engine runs attention-only models; this one has {sorted(other)} layers: "
-                         "serve it with vLLM (engine.type: remote)")
-
-
-def _pad_id(tokenizer: Any, eos_ids: set[int]) -> int:
-    pad = getattr(tokenizer, "pad_token_id", None)
-    if isinstance(pad, int):
-        return pad
-    return min(eos_ids) if eos_ids else 0  # any id works: padded positions are masked out
-
-
-def _max_positions(model: Any) -> int | None:
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    value = getattr(config, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def _name_of(model: Any) -> str:

@@ -1,4 +1,4 @@
-"""The torch side of the hf engine: one scheduling step, run on the engine's worker thread.
+"""One scheduling step of the hf engine, run on its worker thread against its `model_runner.ModelRunner`.
 
 A step (1) drops rows whose callers went away, (2) decodes one token for every running row and
 (3) prefills the requests admitted this step, which then join the running batch. Prefill reuses
@@ -13,24 +13,21 @@ result is then compacted to right-aligned rows before joining the batch.
 What is cached: every prompt after its prefill, and every finished completion (prompt + generated
 tokens whose KV exists), so the next turn of an episode prefills only its new messages. A row
 computed under older weights is never cached; the whole cache is dropped when the weights change
-(`engine.weights_version` is bumped, or any parameter is modified in place: torch's version counters).
+(`weights_version` is bumped, or any parameter is modified in place: torch's version counters).
 """
 
 from __future__ import annotations
 
-import copy
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ajet.engine.base import Generation
 from ajet.engine.batch import BatchCache, LayerKV, Row, RunningBatch
 from ajet.engine.kv_cache import PrefixMatch
+from ajet.engine.model_runner import ModelRunner
 from ajet.engine.sampling import pick_tokens
 from ajet.errors import EngineError
-
-if TYPE_CHECKING:
-    from ajet.engine.hf import HFEngine
 
 # A prefix shared by the prompts of one admission group gets its own forward pass only when it is
 # at least this long: below that, recomputing it per prompt costs less than one more pass.
@@ -74,17 +71,17 @@ class _Prefilled:
 
 
 class Stepper:
-    """Runs steps for one engine: reads its model, cache, settings and counters."""
+    """Runs steps for one engine's model (its `ModelRunner`): reads its model, cache, settings and counters."""
 
-    def __init__(self, engine: HFEngine):
-        self.engine = engine
+    def __init__(self, runner: ModelRunner):
+        self.runner = runner
 
     def step(self, batch: RunningBatch, admit: list[Any], drop: list[Any]) -> StepOutcome:
         import torch
 
-        engine, out = self.engine, StepOutcome()
-        with engine.lock, torch.inference_mode():
-            engine._sync_cache_version()
+        runner, out = self.runner, StepOutcome()
+        with runner.lock, torch.inference_mode():
+            runner.sync_weights()
             if drop:
                 self._drop(batch, drop)
             if not batch.rows and not admit:
@@ -92,7 +89,7 @@ class Stepper:
             adapter = batch.adapter if batch.rows else (admit[0].sampling.adapter if admit else None)
             with ExitStack() as stack:
                 try:
-                    stack.enter_context(engine._running_mode(adapter))
+                    stack.enter_context(runner.running_mode(adapter))
                 except EngineError as exc:  # e.g. the adapter was unloaded meanwhile
                     for row in batch.rows:
                         out.failed.append((row.request, exc))
@@ -104,7 +101,7 @@ class Stepper:
                 if admit:
                     batch.adapter = adapter
                     self._admit(batch, admit, out)
-        engine.stats.largest_batch = max(engine.stats.largest_batch, len(batch))
+        runner.stats.largest_batch = max(runner.stats.largest_batch, len(batch))
         out.running = [(row.request, len(row.prompt_ids) + len(row.token_ids)) for row in batch.rows]
         return out
 
@@ -112,19 +109,19 @@ class Stepper:
     def _drop(self, batch: RunningBatch, drop: list[Any]) -> None:
         gone = {id(r) for r in drop}
         keep = [i for i, row in enumerate(batch.rows) if id(row.request) not in gone]
-        self.engine.stats.cancelled += len(batch.rows) - len(keep)
+        self.runner.stats.cancelled += len(batch.rows) - len(keep)
         if len(keep) < len(batch.rows):
             batch.keep(keep)
 
     def _decode(self, batch: RunningBatch, out: StepOutcome) -> None:
-        engine = self.engine
-        ids, mask, positions = batch.step_inputs(engine.device)  # (B, 1), (B, T), (B, 1)
+        runner = self.runner
+        ids, mask, positions = batch.step_inputs(runner.device)  # (B, 1), (B, T), (B, 1)
         try:
-            logits = engine._forward(ids, mask, positions, batch.cache)  # (B, V) float32
+            logits = runner.forward(ids, mask, positions, batch.cache)  # (B, V) float32
         except Exception as exc:  # noqa: BLE001 - a failed forward pass fails the rows it was for
             error = EngineError(f"generation failed: {exc!r}")
             out.failed += [(row.request, error) for row in batch.rows]
-            engine.stats.failed += len(batch.rows)
+            runner.stats.failed += len(batch.rows)
             batch.keep([])
             return
         keep = self._choose(batch.rows, logits, out, kv_of_row=batch.row_kv)
@@ -144,19 +141,19 @@ class Stepper:
                     error = exc if isinstance(exc, EngineError) else EngineError(f"generation failed: {exc!r}")
             if error is not None:
                 out.failed.append((row.request, error))
-                self.engine.stats.failed += 1
+                self.runner.stats.failed += 1
             elif finished:
                 self._cache_finished(row, lambda s, e, j=j: kv_of_row(j, s, e))
                 out.done.append((row.request, Generation(row.token_ids, row.logprobs, row.finish or "length")))
-                self.engine.stats.generated_tokens += len(row.token_ids)
+                self.runner.stats.generated_tokens += len(row.token_ids)
             else:
                 keep.append(j)
         return keep
 
     def _cache_finished(self, row: Row, kv_of: Any) -> None:
-        engine = self.engine
-        if engine.prefix_cache.enabled and row.version == engine._weights_epoch:
-            engine.prefix_cache.insert(_namespace(row), row.computed_ids(), kv_of)
+        runner = self.runner
+        if runner.prefix_cache.enabled and row.version == runner.weights_epoch:
+            runner.prefix_cache.insert(_namespace(row), row.computed_ids(), kv_of)
 
     # ------------------------------------------------------------------ prefill
     def _admit(self, batch: RunningBatch, requests: list[Any], out: StepOutcome) -> None:
@@ -166,10 +163,10 @@ class Stepper:
                 rows.append(self._new_row(request))
             except Exception as exc:  # noqa: BLE001 - a request the engine cannot start fails alone
                 out.failed.append((request, exc if isinstance(exc, EngineError) else EngineError(repr(exc))))
-                self.engine.stats.failed += 1
+                self.runner.stats.failed += 1
         if rows:
-            self.engine.stats.batches += 1
-            self.engine.stats.requests += len(rows)
+            self.runner.stats.batches += 1
+            self.runner.stats.requests += len(rows)
             self._prefill_group(batch, rows, out)
 
     def _prefill_group(self, batch: RunningBatch, rows: list[Row], out: StepOutcome) -> None:
@@ -181,7 +178,7 @@ class Stepper:
                     self._prefill_group(batch, [row], out)
                 return
             out.failed.append((rows[0].request, EngineError(f"prefill failed: {exc!r}")))
-            self.engine.stats.failed += 1
+            self.runner.stats.failed += 1
             return
         logits = done.logits[copy_of] if len(done.lengths) < len(rows) else done.logits  # (b, V)
         keep = self._choose(rows, logits, out, lambda j, s, e: done.kv_of(copy_of[j], s, e))
@@ -192,7 +189,7 @@ class Stepper:
     def _prefill(self, rows: list[Row]) -> tuple[_Prefilled, list[int]]:
         """Prefill each row's prompt from its longest cached prefix; identical prompts once. Returns the
         pass and, per row, the index of its prompt among the distinct ones."""
-        engine, cache = self.engine, self.engine.prefix_cache
+        runner, cache = self.runner, self.runner.prefix_cache
         prompts = [row.prompt_ids for row in rows]
         namespace = _namespace(rows[0])
         if cache.enabled:
@@ -208,13 +205,13 @@ class Stepper:
         done = self._forward_from(unique, matches)
         for j, prompt in enumerate(unique):
             cache.insert(namespace, prompt, lambda s, e, j=j: done.kv_of(j, s, e))
-        engine.stats.prompt_tokens += sum(len(p) for p in prompts)
-        engine.stats.prefilled_tokens += sum(len(p) - m.length for p, m in zip(unique, matches))
+        runner.stats.prompt_tokens += sum(len(p) for p in prompts)
+        runner.stats.prefilled_tokens += sum(len(p) - m.length for p, m in zip(unique, matches))
         return done, copy_of
 
     def _prefill_shared_prefix(self, namespace: str, prompts: list[list[int]]) -> None:
         """Compute (and cache) the prefix all `prompts` share, once, when it is long enough to pay."""
-        engine, cache = self.engine, self.engine.prefix_cache
+        runner, cache = self.runner, self.runner.prefix_cache
         shared = min(len(p) for p in prompts) - 1  # every prompt keeps a token of its own to compute
         first = prompts[0]
         for other in prompts[1:]:
@@ -224,7 +221,7 @@ class Stepper:
             return
         done = self._forward_from([first[:shared]], [found])
         cache.insert(namespace, first[:shared], lambda s, e: done.kv_of(0, s, e))
-        engine.stats.prefilled_tokens += shared - found.length
+        runner.stats.prefilled_tokens += shared - found.length
 
     def _forward_from(self, prompts: list[list[int]], matches: list[PrefixMatch]) -> _Prefilled:
         """One forward pass over the uncached part of each prompt, after its cached prefix.
@@ -234,12 +231,12 @@ class Stepper:
         """
         import torch
 
-        engine, device = self.engine, self.engine.device
+        runner, device = self.runner, self.runner.device
         rows = len(prompts)
         cached = [m.length for m in matches]
         new = [len(p) - c for p, c in zip(prompts, cached)]
         width_past, width_new = max(cached), max(new)
-        ids = torch.full((rows, width_new), engine._pad_id, dtype=torch.long)  # (b, N)
+        ids = torch.full((rows, width_new), runner.pad_id, dtype=torch.long)  # (b, N)
         mask = torch.zeros((rows, width_past + width_new), dtype=torch.long)  # (b, P + N)
         positions = torch.zeros((rows, width_new), dtype=torch.long)  # (b, N)
         length = max(len(p) for p in prompts)
@@ -252,26 +249,26 @@ class Stepper:
             columns[r, length - c - n:] = torch.cat([torch.arange(width_past - c, width_past),
                                                      torch.arange(width_past + width_new - n, width_past + width_new)])
         if width_past:
-            past = engine.prefix_cache.stacked(matches, width_past, spare=width_new)  # (b, H, P + N, D) buffers
+            past = runner.prefix_cache.stacked(matches, width_past, spare=width_new)  # (b, H, P + N, D) buffers
             cache = BatchCache(past, length=width_past)
         else:
             cache = BatchCache()
-        logits = engine._forward(ids.to(device), mask.to(device), positions.to(device), cache)
+        logits = runner.forward(ids.to(device), mask.to(device), positions.to(device), cache)
         return _Prefilled(cache.tensors(), columns.to(device), [len(p) for p in prompts], logits)
 
     # ------------------------------------------------------------------ rows
     def _new_row(self, request: Any) -> Row:
         import torch
 
-        engine, sampling = self.engine, request.sampling
+        runner, sampling = self.runner, request.sampling
         room = sampling.max_tokens
-        if engine.max_positions is not None:
-            room = min(room, engine.max_positions - len(request.prompt_ids))
-        row = Row(request, max_tokens=room, stop_ids=frozenset(engine.eos_ids) | frozenset(sampling.stop_token_ids),
-                  version=engine._weights_epoch)
+        if runner.max_positions is not None:
+            room = min(room, runner.max_positions - len(request.prompt_ids))
+        row = Row(request, max_tokens=room, stop_ids=frozenset(runner.eos_ids) | frozenset(sampling.stop_token_ids),
+                  version=runner.weights_epoch)
         if sampling.temperature > 0:
             try:
-                row.generator = torch.Generator(device=engine.device).manual_seed(request.seed)
+                row.generator = torch.Generator(device=runner.device).manual_seed(request.seed)
             except (RuntimeError, OverflowError, TypeError, ValueError) as exc:
                 raise EngineError(f"seed {request.seed!r} cannot seed a torch.Generator ({exc}); "
                                   "use an integer in [-2**63, 2**64)") from exc
@@ -283,14 +280,14 @@ class Stepper:
         return row
 
     def _matcher(self, sampling: Any) -> Any:
-        build = self.engine._build_matcher
+        build = self.runner.build_matcher
         if build is None:
             try:
                 from ajet.engine.guided import build_matcher as build
             except ImportError as exc:
                 raise EngineError(f"guided decoding needs ajet.engine.guided, which cannot be imported: {exc}") from exc
         try:
-            return build(sampling.guided, self._tokenizer(), self.engine.vocab_size)
+            return build(sampling.guided, self._tokenizer(), self.runner.vocab_size)
         except EngineError:
             raise
         except Exception as exc:  # noqa: BLE001 - a bad schema or grammar fails its own request
@@ -314,12 +311,7 @@ class Stepper:
         return row.finish is not None
 
     def _tokenizer(self) -> Any:
-        engine = self.engine
-        if engine._decoder is None:
-            # A private copy: a fast tokenizer used from two threads at once can fail ("Already
-            # borrowed") when the other thread changes its padding or truncation settings.
-            engine._decoder = copy.deepcopy(engine.tokenizer)
-        return engine._decoder
+        return self.runner.decoder()  # the worker thread's own copy
 
     def _stop_string_completed(self, row: Row) -> bool:
         # Earlier occurrences would have stopped an earlier step, so any match in the tail ends here.

@@ -27,9 +27,9 @@ class Endpoint:
 def model_folder(model: str, work_dir: Path) -> str:
     """`model` as a name or folder the hf engine loads: a checkpoint (or a run folder: its newest
     checkpoint) is merged into `work_dir/model-<step>` first; anything else passes through."""
-    from ajet.evaluate import _model_folder
+    from ajet.export.model_folder import model_folder as merged
 
-    return _model_folder(model, work_dir)
+    return merged(model, work_dir)
 
 
 @asynccontextmanager

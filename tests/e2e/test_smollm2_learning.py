@@ -13,7 +13,7 @@ import pytest
 
 from ajet.backbone.registry import run_backbone as run
 from ajet.config.loader import load_config
-from ajet.evaluate import run_eval
+from ajet.eval.run import run_eval
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL_YAML = ROOT / "tutorial" / "example_tool_agent" / "tool_agent.yaml"

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("bfcl_eval.eval_checker.eval_runner", reason="bfcl-eval is not installed (pip install -e \".[bfcl]\" && pip install --no-deps bfcl-eval==2026.3.23)")
 
-from ajet.bfcl import checker_model_name, load_category, resolve_categories, run_bfcl  # noqa: E402
+from ajet.eval.bfcl import checker_model_name, load_category, resolve_categories, run_bfcl  # noqa: E402
 from ajet.cli import main  # noqa: E402
 from ajet.errors import ConfigError  # noqa: E402
 from tests.unit.fake_openai import ScriptedOpenAI  # noqa: E402

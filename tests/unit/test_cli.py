@@ -1,7 +1,7 @@
 """The `ajet` command line: the installed console script in real subprocesses (--cfg, errors, exit
 codes, no torch import), and the dispatch of each command to its implementation.
 
-The commands' implementations (ajet.backbone.run, ajet.evaluate.run_eval, ajet.serve.main,
+The commands' implementations (ajet.backbone.run, ajet.eval.run.run_eval, ajet.serve.main,
 ajet.trainer.export.export_checkpoint) are tested in their own files; here recording stand-ins are
 put in sys.modules so only the argument plumbing of cli.py is under test.
 """
@@ -152,7 +152,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
     modules = {
         "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"],
                                                         export_checkpoint=recorder("export", result=3)),
-        "ajet.evaluate": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
+        "ajet.eval.run": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
         "ajet.serve": types.SimpleNamespace(main=recorder("serve")),
     }
     for name, module in modules.items():

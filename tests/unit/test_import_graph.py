@@ -1,4 +1,5 @@
-"""The import graph: no circles, and lower layers never import higher ones (DESIGN.md §5)."""
+"""The import graph: no circles, no two files importing each other, no private names crossing a file, and
+lower layers never import higher ones (DESIGN.md §5)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,29 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ajet"
 
-# A module may not import these packages at all (lazily or not).
+# A module may not import these packages at all (lazily or not). `ajet.eval` (scoring a model) and
+# `ajet.serving` / `ajet.serve` (serving one) are commands on top: nothing they use imports them back.
+# Prefixes are matched as strings, so "ajet.serve" covers both `ajet.serve` and `ajet.serving.*`
+# (whichever layout serving has) and "ajet.eval" covers `ajet.eval.*`.
+_COMMANDS = ("ajet.eval", "ajet.serve", "ajet.cli")
 FORBIDDEN = {
-    "ajet.config": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.tracker", "ajet.judge"),
-    "ajet.tracker": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone"),
-    "ajet.engine": ("ajet.gateway", "ajet.rollout", "ajet.trainer", "ajet.backbone"),
-    "ajet.gateway": ("ajet.rollout", "ajet.trainer", "ajet.backbone"),
-    "ajet.trainer": ("ajet.gateway", "ajet.rollout", "ajet.backbone", "ajet.cli"),
-    "ajet.rollout": ("ajet.trainer", "ajet.backbone", "ajet.cli"),
-    "ajet.judge": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone"),
-    "ajet.algorithm": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone"),
+    "ajet.config": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.tracker", "ajet.judge",
+                    *_COMMANDS),
+    "ajet.tracker": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.engine": ("ajet.gateway", "ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.gateway": ("ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.trainer": ("ajet.gateway", "ajet.rollout", "ajet.backbone", *_COMMANDS),
+    "ajet.rollout": ("ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.judge": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.algorithm": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.task_reader": ("ajet.rollout", "ajet.trainer", "ajet.backbone", *_COMMANDS),
+    "ajet.backbone": _COMMANDS,
+    "ajet.export": _COMMANDS,
+    "ajet.generate": ("ajet.eval", "ajet.cli"),
+    # Serving is below evaluation: `ajet eval --benchmark bfcl` serves a local model, never the reverse.
+    "ajet.serve": ("ajet.eval", "ajet.cli"),
+    "ajet.eval": ("ajet.cli",),
 }
-# The config loader asks the backbone registry (a leaf module: entry points, no torch) for the names
-# it validates `--backbone` against.
 ALLOWED = {("ajet.config.loader", "ajet.backbone.registry")}
 
 
@@ -78,14 +89,99 @@ def test_no_import_circles_at_module_level() -> None:
             visit(module)
 
 
+def _in_layer(module: str, layer: str) -> bool:
+    # "ajet.serve" names serving in both layouts: the module ajet/serve.py and the package ajet/serving/.
+    prefixes = (layer, "ajet.serving") if layer == "ajet.serve" else (layer,)
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
 def test_lower_layers_never_import_higher_ones() -> None:
     bad = []
     for module, targets in _graph(top_level_only=False).items():
         for layer, forbidden in FORBIDDEN.items():
-            if module == layer or module.startswith(layer + "."):
+            if _in_layer(module, layer):
                 bad += [(module, t) for t in targets
-                        if t.startswith(forbidden) and (module, t) not in ALLOWED]
+                        if t.startswith(forbidden) and not _in_layer(t, layer) and (module, t) not in ALLOWED]
     assert bad == []
+
+
+def _resolved_imports(path: Path, modules: set[str]) -> set[str]:
+    """The ajet modules a file imports anywhere in it (module level, in functions, under TYPE_CHECKING: a
+    type-only import still ties the two files together), each resolved to the module file it names:
+    `from ajet.x import y` is `ajet.x.y` when that is a module, else `ajet.x`."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the importing file's package
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in modules:
+                    found.add(target)
+                elif base in modules:
+                    found.add(base)
+    found.discard(name)
+    return found
+
+
+def test_no_two_files_import_each_other() -> None:
+    """DESIGN.md §5: two files never import each other, at any level (lazily, in a function, for types):
+    what both need moves into a third, lower file."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    imports = {name: _resolved_imports(path, set(paths)) for name, path in paths.items()}
+    pairs = sorted({tuple(sorted((a, b))) for a, targets in imports.items() for b in targets
+                    if a in imports.get(b, ())})
+    assert pairs == [], "files that import each other: " + ", ".join(f"{a} <-> {b}" for a, b in pairs)
+
+
+# A private name (`_x`) belongs to its file. None may be imported from another ajet module at present;
+# add (importer, "module._name", reason) here only where a name truly must cross, and say why.
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()
+
+
+def _private_imports(path: Path, modules: set[str]) -> set[str]:
+    """`module._name` for every private name a file takes from another ajet module: imported by name
+    (`from ajet.x import _y`), a private module (`import ajet.x._y`), or read off an imported module
+    (`from ajet.x import y; y._z`)."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    module_aliases: dict[str, str] = {}  # local name -> the ajet module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("ajet"):
+                    found.update(alias.name for part in alias.name.split(".") if _private(part))
+                    if alias.asname:
+                        module_aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ajet"):
+            found.update(f"{node.module}" for part in node.module.split(".") if _private(part))
+            for alias in node.names:
+                if _private(alias.name):
+                    found.add(f"{node.module}.{alias.name}")
+                elif f"{node.module}.{alias.name}" in modules:
+                    module_aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in module_aliases and _private(node.attr)):
+            found.add(f"{module_aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_private_name_crosses_a_file() -> None:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    bad = sorted((name, target) for name, path in paths.items() for target in _private_imports(path, set(paths))
+                 if (name, target) not in PRIVATE_ALLOWED)
+    assert bad == [], "private names imported from another file: " + ", ".join(f"{a} takes {b}" for a, b in bad)
 
 
 def test_no_backbone_imports_another_backbones_package() -> None:

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
-from ajet.evaluate import eval_report, pass_at_k
+from ajet.rollout.validation import eval_report, pass_at_k
 from ajet.rollout.episode import EpisodeWriter
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
 from tests.unit.gw_helpers import running_gateway, scripted_engine

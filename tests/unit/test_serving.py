@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ajet.bench.load import RequestResult, run_matrix, summarize_cell
+from ajet.eval.bench import RequestResult, run_matrix, summarize_cell
 from ajet.cli import main
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import Gateway, GatewayServer

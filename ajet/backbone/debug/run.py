@@ -32,7 +32,7 @@ from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metr
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError
-from ajet.evaluate import evaluate
+from ajet.rollout.validation import evaluate
 from ajet.render import ChatRenderer
 from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for

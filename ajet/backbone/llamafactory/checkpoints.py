@@ -130,7 +130,7 @@ def _copy(ckpt: Path, dst: Path, marker: dict[str, Any]) -> None:
 
 def _merge(ckpt: Path, marker: dict[str, Any], dst: Path) -> None:
     from ajet.backbone.launch import run_streaming
-    from ajet.backbone.llamafactory.run import backend_env, environment_python
+    from ajet.backbone.llamafactory.env import backend_env, environment_python
 
     python = environment_python(marker.get("python"))
     args = {"model_name_or_path": marker["base_model"], "adapter_name_or_path": str(ckpt),

@@ -27,13 +27,21 @@ workflow until nothing was missing):
   ship no tokenizer.json need them (LLaMA-Factory declares both).
 
 Result on this machine kind: about 1.5 GB (versus about 6.6 GB with the declared dependencies).
+
+`environment_python` and `backend_env` say which Python runs LLaMA-Factory and with what environment
+variables; training (run.py) and `ajet export --merge` (checkpoints.py) both start it that way.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from rich.console import Console
+
 from ajet.backbone.envs import EnvSpec, ensure_env
+
+console = Console(stderr=True)
 
 LLAMAFACTORY_VERSION = "0.9.5"
 
@@ -63,3 +71,19 @@ SPEC = EnvSpec(
 def setup(python: str | None = None, force: bool = False) -> Path:
     """`ajet setup llamafactory`: build (or check) the environment and return its Python."""
     return ensure_env(SPEC, python=python, force=force)
+
+
+def backend_env() -> dict[str, str]:
+    """The environment of LLaMA-Factory's processes: ours, without a PYTHONPATH that could put this
+    interpreter's packages (another torch or transformers) ahead of the managed environment's."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def environment_python(recorded: str | None = None, own: str | None = None) -> Path:
+    """The Python of LLaMA-Factory's environment: the user's own (`own`, checked), else the one a
+    checkpoint recorded while it still works, else the managed one (built on first use)."""
+    if own is None and recorded and Path(recorded).is_file():
+        own = recorded
+    return ensure_env(SPEC, python=own, log=lambda line: console.print(line, markup=False, highlight=False))

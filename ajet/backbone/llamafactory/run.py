@@ -36,7 +36,7 @@ from ajet.backbone.launch import run_streaming
 from ajet.backbone.llamafactory import checkpoints
 from ajet.backbone.llamafactory.args import check_config, dataset_info, stage_args
 from ajet.backbone.llamafactory.convert import ConversionReport, convert_file
-from ajet.backbone.llamafactory.env import SPEC
+from ajet.backbone.llamafactory.env import backend_env, environment_python
 from ajet.backbone.llamafactory.tokens import token_rows, write_tokenized
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
 from ajet.config.loader import save_resolved_config
@@ -49,14 +49,6 @@ _TOTAL = re.compile(r"Total optimization steps = ([\d,]+)")
 # LLaMA-Factory's log keys -> ajet's metric names (the debug backbone's, where one exists).
 _RENAME = {"learning_rate": "lr", "rewards/margins": "reward_margin", "rewards/accuracies": "reward_accuracy",
            "rewards/chosen": "reward_chosen", "rewards/rejected": "reward_rejected"}
-
-
-def backend_env() -> dict[str, str]:
-    """The environment of LLaMA-Factory's processes: ours, without a PYTHONPATH that could put this
-    interpreter's packages (another torch or transformers) ahead of the managed environment's."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_DISABLE_TELEMETRY="1", PYTHONUNBUFFERED="1")
-    return env
 
 
 class LlamaFactoryRun:
@@ -228,16 +220,6 @@ def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def environment_python(recorded: str | None = None, own: str | None = None) -> Path:
-    """The Python of LLaMA-Factory's environment: the user's own (`own`, checked), else the one a
-    checkpoint recorded while it still works, else the managed one (built on first use)."""
-    from ajet.backbone.envs import ensure_env
-
-    if own is None and recorded and Path(recorded).is_file():
-        own = recorded
-    return ensure_env(SPEC, python=own, log=lambda line: console.print(line, markup=False, highlight=False))
 
 
 def _exit_on_sigterm():

@@ -1,1 +1,0 @@
-"""`ajet bench`: load testing of OpenAI-compatible servers (`load`)."""

@@ -1,0 +1,183 @@
+"""The torch side of the `hf` engine: one model's forward passes and the state they share.
+
+`HFEngine` (hf.py, the asyncio side: queue, batching decisions) and `Stepper` (stepper.py, one
+scheduling step on the worker thread) both work on a `ModelRunner`: the model and tokenizer, the
+lock a trainer takes to update weights, the prefix KV cache, the LoRA adapters, the precision the
+passes run at, and the engine's counters. It lives below both so neither imports the other.
+
+Weights: the trainer updates `model` in place while holding `lock`, and bumps `weights_version`
+after. `sync_weights()` (called at the start of every step) notices either that or any in-place
+change of a parameter (torch's version counters), drops the prefix cache and advances
+`weights_epoch`; rows remember the epoch they started in, and KV of older weights is never cached.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from ajet.engine.adapters import AdapterSet
+from ajet.engine.kv_cache import PrefixCache
+from ajet.engine.precision import CastWeights
+from ajet.errors import EngineError, ModelError
+from ajet.models import eos_token_ids
+
+
+@dataclass
+class EngineStats:
+    """Counters of an HFEngine, for tests, benchmarks and reports."""
+
+    requests: int = 0
+    batches: int = 0  # admission groups: requests prefilled together
+    forward_passes: int = 0
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0  # prompt tokens run through the model; the rest came from the prefix cache
+    generated_tokens: int = 0
+    largest_batch: int = 0  # most rows decoding together
+    cancelled: int = 0  # rows dropped because their caller stopped waiting
+    failed: int = 0  # requests that failed inside the engine
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.prompt_tokens - self.prefilled_tokens
+
+
+class ModelRunner:
+    """A transformers causal LM's forward passes for the hf engine (see the module docstring).
+
+    autocast_dtype: run passes under torch.autocast to this dtype (torch dtype or its name; None: the
+        weights' own). prefix_cache_mb: most memory the prefix KV cache keeps (MiB; 0: off).
+    build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for guided decoding (None: the default).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, autocast_dtype: Any = None, prefix_cache_mb: float = 1024,
+                 build_matcher: Callable[..., Any] | None = None):
+        check_attention_only(model)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.lock = threading.RLock()  # held while a step runs; take it to update weights
+        self.stats = EngineStats()
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        self.vocab_size = int(model.get_input_embeddings().num_embeddings)
+        self.max_positions = max_positions(model)
+        self.pad_id = pad_id(tokenizer, self.eos_ids)
+        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
+        self.adapters = AdapterSet(model)
+        self.build_matcher = build_matcher
+        self.weights_version = 0  # the trainer bumps it after updating weights in place
+        self.weights_epoch = 0  # counts weight changes seen; rows remember it (their KV is of those weights)
+        self._autocast_dtype = autocast_dtype_of(autocast_dtype)
+        self.cast_weights = CastWeights(model, self._autocast_dtype)  # used only under autocast
+        self._weights_signature: tuple[int, int] | None = None
+        self._logits_to_keep = True  # cleared if the model's forward does not take it
+        self._decoder: Any = None  # the worker thread's own tokenizer copy, for stop strings and matchers
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    @property
+    def autocast_dtype(self) -> Any:
+        return self._autocast_dtype
+
+    @autocast_dtype.setter
+    def autocast_dtype(self, value: Any) -> None:
+        with self.lock:
+            self._autocast_dtype = autocast_dtype_of(value)
+            self.cast_weights = CastWeights(self.model, self._autocast_dtype)
+            self.prefix_cache.clear()  # KV computed at another precision
+
+    def decoder(self) -> Any:
+        """The worker thread's private tokenizer copy: a fast tokenizer used from two threads at once can
+        fail ("Already borrowed") when the other thread changes its padding or truncation settings."""
+        if self._decoder is None:
+            self._decoder = copy.deepcopy(self.tokenizer)
+        return self._decoder
+
+    def sync_weights(self) -> None:
+        """Drop the prefix cache when the weights changed: `weights_version` was bumped, or a parameter was
+        modified in place (every in-place op bumps a tensor's version counter: optimizer steps, loads)."""
+        signature = (self.weights_version, sum(p._version for p in self.model.parameters()))
+        if signature != self._weights_signature:
+            if self._weights_signature is not None:
+                self.prefix_cache.clear()
+                self.weights_epoch += 1
+                self.cast_weights.weights_changed()
+            self._weights_signature = signature
+
+    @contextmanager
+    def running_mode(self, adapter: str | None) -> Iterator[None]:
+        """Eval mode (dropout off; the trainer's mode is restored after), the adapter, autocast."""
+        import torch
+
+        was_training = self.model.training
+        if was_training:
+            self.model.eval()
+        try:
+            dtype = self._autocast_dtype
+            weights = next(self.model.parameters()).dtype
+            autocast = dtype is not None and dtype != weights
+            with self.adapters.scope(adapter), \
+                    torch.autocast(device_type=self.device.type, dtype=dtype) if autocast else nullcontext(), \
+                    self.cast_weights.swapped() if autocast else nullcontext():
+                yield
+        finally:
+            if was_training:
+                self.model.train()
+
+    def forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+        """Logits (B, V) float32 at the last column of input_ids (B, L), after the KV in `cache`."""
+        kwargs = dict(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                      past_key_values=cache, use_cache=True)
+        self.stats.forward_passes += 1
+        if self._logits_to_keep:
+            try:
+                # Only the last position's logits: a (B, L, V) prefill tensor can be gigabytes.
+                return self.model(**kwargs, logits_to_keep=1).logits[:, -1, :].float()
+            except TypeError:
+                self._logits_to_keep = False
+        return self.model(**kwargs).logits[:, -1, :].float()
+
+
+def autocast_dtype_of(value: Any) -> Any:
+    """A torch dtype (or None) from a dtype, its name ('bfloat16', 'float16') or None / 'off'."""
+    import torch
+
+    if value is None or value == "off":
+        return None
+    if isinstance(value, torch.dtype):
+        return value
+    table = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": None}
+    if value not in table:
+        raise EngineError(f"autocast_dtype {value!r} is not one of bfloat16, float16, float32, off")
+    return table[value]
+
+
+def check_attention_only(model: Any) -> None:
+    """The engine's KV layout (batch.py) holds keys and values per token: models whose layers keep other
+    state (linear attention, convolutions, indexed attention) are refused up front."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
+    other = kinds - {"full_attention", "sliding_attention", "chunked_attention"}
+    if other:
+        raise ModelError(f"the hf engine runs attention-only models; this one has {sorted(other)} layers: "
+                         "serve it with vLLM (engine.type: remote)")
+
+
+def pad_id(tokenizer: Any, eos_ids: set[int]) -> int:
+    """The token id put in padded positions."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if isinstance(pad, int):
+        return pad
+    return min(eos_ids) if eos_ids else 0  # any id works: padded positions are masked out
+
+
+def max_positions(model: Any) -> int | None:
+    """The model's context length (prompt + completion), when its config says."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
