@@ -202,7 +202,21 @@ class DpoConfig(_Section):
     data: FilePath | None = Field(None, description="Preference JSONL (prompt, chosen, rejected). None: online pairs "
                                   "from the best and worst episode of each group.")
     beta: float = Field(0.1, gt=0, description="DPO temperature beta.")
-    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing.")
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing (sigmoid, simpo).")
+    loss_type: Literal["sigmoid", "ipo", "simpo"] = Field(
+        "sigmoid", description="sigmoid: DPO; ipo: IPO's squared loss on per-token mean log-ratios (does not "
+        "overfit preferences that are always the same); simpo: SimPO, length-normalised and reference-free, "
+        "with the margin simpo_gamma (SimPO's papers use beta 2 to 2.5).")
+    reference_free: bool = Field(False, description="Compare with a uniform reference (log-ratio 0) instead of "
+                                 "the frozen base model: no reference pass. simpo is always reference-free.")
+    simpo_gamma: float = Field(0.5, ge=0, description="SimPO's target reward margin gamma (loss_type simpo).")
+
+    @model_validator(mode="after")
+    def _smoothing_needs_a_sigmoid(self) -> "DpoConfig":
+        # IPO's squared loss has no label to smooth; silently ignoring the key would hide a mistake.
+        if self.loss_type == "ipo" and self.label_smoothing:
+            raise ValueError("dpo.label_smoothing applies to loss_type sigmoid and simpo, not ipo; set it to 0")
+        return self
     epochs: float = Field(1.0, gt=0, description="Passes over the preference data (offline).")
     batch_size: int = Field(4, ge=1, description="Pairs per optimizer update.")
     lr: float | None = Field(None, gt=0, description="Learning rate of the DPO stage; None: trainer.lr.")
