@@ -49,6 +49,9 @@ def check_config(cfg: AjetConfig) -> None:
     if "dpo" in cfg.stages and not cfg.dpo.data:
         raise ConfigError("the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl "
                           "(online DPO from rollouts needs --backbone=debug)")
+    if "sft" in cfg.stages and cfg.sft.curated:
+        raise ConfigError("sft.task_weights, sft.coreset and sft.replay are applied by the debug backbone only (they choose rows "
+                          "with the policy's own losses in-process); train SFT with --backbone=debug, or remove them")
     if "dpo" in cfg.stages and cfg.dpo.reference_free:
         raise ConfigError("dpo.reference_free is not supported by the llamafactory backbone (LLaMA-Factory has no "
                           "such option); use dpo.loss_type=simpo (reference-free by design), or --backbone=debug / swift")

@@ -89,6 +89,9 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if "dpo" in cfg.stages and not cfg.dpo.data:
         raise ConfigError("invalid config: the swift backbone trains DPO from a preference file: set ajet.dpo.data "
                           "(online pairs from rollouts need --backbone=debug)")
+    if "sft" in cfg.stages and cfg.sft.curated:
+        raise ConfigError("sft.task_weights, sft.coreset and sft.replay are applied by the debug backbone only (they choose rows "
+                          "with the policy's own losses in-process); train SFT with --backbone=debug, or remove them")
     if cfg.trainer.eval_every:
         raise ConfigError("invalid config: trainer.eval_every is not supported by the swift backbone (the rollouts "
                           "run inside swift's trainer); set it to 0 and evaluate a checkpoint with `ajet eval --model "
