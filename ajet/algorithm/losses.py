@@ -1,4 +1,4 @@
-"""The training losses as pure tensor functions: GRPO (clipped ratio + k3 KL), SFT, DPO.
+"""The training losses as pure tensor functions: GRPO (clipped ratio + k3 KL), SFT, DPO (sigmoid, IPO, SimPO).
 
 No model lives here: callers pass per-token log-probabilities (see `ajet.trainer.logprobs`) and
 masks, so every formula can be checked on hand-built tensors (tests/unit/test_losses.py).
@@ -147,32 +147,67 @@ def sft_loss(
     return _aggregate(-token_logp, mask, "token", normalizer)
 
 
+DpoLossType = Literal["sigmoid", "ipo", "simpo"]
+
+
 def dpo_loss(
     policy_chosen_logps: torch.Tensor,
     policy_rejected_logps: torch.Tensor,
-    ref_chosen_logps: torch.Tensor,
-    ref_rejected_logps: torch.Tensor,
+    ref_chosen_logps: torch.Tensor | None,
+    ref_rejected_logps: torch.Tensor | None,
     beta: float,
     label_smoothing: float = 0.0,
+    *,
+    loss_type: DpoLossType = "sigmoid",
+    chosen_tokens: torch.Tensor | None = None,
+    rejected_tokens: torch.Tensor | None = None,
+    simpo_gamma: float = 0.5,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Sigmoid DPO loss (Rafailov et al.), with conservative label smoothing (cDPO).
+    """Preference losses over P pairs: sigmoid DPO (Rafailov et al., with cDPO label smoothing), IPO
+    (Azar et al.) and SimPO (Meng et al.).
 
-    All inputs are (P,) summed log-probabilities of the completion tokens of P pairs.
-    z = beta * ((pi_c - ref_c) - (pi_r - ref_r))
-    loss = mean(-(1 - ls) * log sigmoid(z) - ls * log sigmoid(-z))
-    stats: reward_chosen / reward_rejected (beta * (pi - ref), means), reward_margin (mean),
-    reward_accuracy (fraction of pairs with chosen reward > rejected reward).
+    Inputs are (P,) SUMMED log-probabilities of the completion tokens. `ref_*` None means
+    reference-free: the reference log-ratio is taken as 0 (no reference pass is needed).
+    `chosen_tokens` / `rejected_tokens` (P,) count the completion tokens; IPO and SimPO need them,
+    because both compare per-token mean log-probabilities (so a longer answer is not favoured).
+
+    sigmoid: z = beta * ((pi_c - ref_c) - (pi_r - ref_r));  loss = -(1-ls) log s(z) - ls log s(-z)
+    ipo:     h = (pi_c - ref_c)/n_c - (pi_r - ref_r)/n_r;  loss = (h - 1 / (2 beta))^2
+    simpo:   z = beta * (pi_c/n_c - pi_r/n_r) - gamma;    loss = -(1-ls) log s(z) - ls log s(-z)
+             (never uses a reference, whatever is passed)
+    The mean over pairs is returned. stats: reward_chosen / reward_rejected (beta times the
+    log-ratio each loss compares, means), reward_margin (mean of their difference), reward_accuracy
+    (fraction of pairs whose chosen reward is higher).
     """
-    chosen_reward = beta * (policy_chosen_logps - ref_chosen_logps)  # (P,)
-    rejected_reward = beta * (policy_rejected_logps - ref_rejected_logps)  # (P,)
-    z = chosen_reward - rejected_reward  # (P,)
-    losses = -(1.0 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
+    if loss_type not in ("sigmoid", "ipo", "simpo"):
+        raise ValueError(f"dpo loss_type must be sigmoid, ipo or simpo, got {loss_type!r}")
+    chosen = policy_chosen_logps
+    rejected = policy_rejected_logps
+    if loss_type != "simpo":
+        if ref_chosen_logps is not None:
+            chosen = chosen - ref_chosen_logps
+        if ref_rejected_logps is not None:
+            rejected = rejected - ref_rejected_logps
+    if loss_type in ("ipo", "simpo"):
+        if chosen_tokens is None or rejected_tokens is None:
+            raise ValueError(f"dpo loss_type {loss_type!r} needs chosen_tokens and rejected_tokens")
+        chosen = chosen / chosen_tokens.to(chosen.dtype).clamp_min(1.0)  # (P,)
+        rejected = rejected / rejected_tokens.to(rejected.dtype).clamp_min(1.0)  # (P,)
+    chosen_reward = beta * chosen  # (P,)
+    rejected_reward = beta * rejected  # (P,)
+    if loss_type == "ipo":
+        losses = (chosen - rejected - 1.0 / (2.0 * beta)) ** 2
+        z = chosen_reward - rejected_reward
+    else:
+        z = chosen_reward - rejected_reward - (simpo_gamma if loss_type == "simpo" else 0.0)  # (P,)
+        losses = -(1.0 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
     loss = losses.mean()
     with torch.no_grad():
+        margin = chosen_reward - rejected_reward
         stats = {
             "reward_chosen": float(chosen_reward.mean()),
             "reward_rejected": float(rejected_reward.mean()),
-            "reward_margin": float(z.mean()),
-            "reward_accuracy": float((z > 0).float().mean()),
+            "reward_margin": float(margin.mean()),
+            "reward_accuracy": float((margin > 0).float().mean()),
         }
     return loss, stats

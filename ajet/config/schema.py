@@ -191,18 +191,65 @@ class GrpoConfig(_Section):
     )
 
 
+class CoresetConfig(_Section):
+    strategy: Literal["loss_topk", "diversity", "hybrid", "random"] = Field(
+        "hybrid", description="loss_topk: the dialogs the model finds hardest (highest loss); diversity: greedy "
+        "k-center on word sets (drops near-duplicates); hybrid: half by loss, the rest by diversity; random.")
+    target_size: int = Field(ge=1, description="Dialogs kept (all of them when there are fewer).")
+
+
+class ReplayConfig(_Section):
+    buffer: FilePath = Field(description="JSONL file of the rehearsal buffer, shared by the runs that continue each "
+                         "other (created on first use; relative paths: from the YAML's folder).")
+    buffer_size: int = Field(4096, ge=1, description="Rows the buffer keeps (reservoir sampling over every row "
+                             "ever added).")
+    ratio: float = Field(0.3, ge=0, le=1, description="Replayed rows added to the stage: ratio x its own rows.")
+
+
 class SftConfig(_Section):
     data: FilePath | None = Field(None, description="JSONL of conversations (OpenAI messages or ShareGPT 'conversations').")
     epochs: float = Field(1.0, gt=0, description="Passes over the SFT data.")
     batch_size: int = Field(8, ge=1, description="Conversations per optimizer update.")
     lr: float | None = Field(None, gt=0, description="Learning rate of the SFT stage; None: trainer.lr.")
+    task_weights: dict[str, float] | None = Field(
+        None, description="Mix the data by each row's metadata.category: category -> weight (shares of the rows; "
+        "rows of unlisted categories are left out). None: the file as it is.")
+    coreset: CoresetConfig | None = Field(None, description="Train on a selected subset of the data. None: all rows.")
+    replay: ReplayConfig | None = Field(None, description="Rehearse rows of earlier runs from a buffer (continual "
+                                        "learning). None: off.")
+
+    @property
+    def curated(self) -> bool:
+        """Whether task_weights, coreset or replay change the rows the stage trains on."""
+        return bool(self.task_weights or self.coreset or self.replay)
+
+    @field_validator("task_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and (any(w < 0 for w in value.values()) or sum(value.values()) <= 0):
+            raise ValueError(f"task weights must be >= 0 with at least one positive, got {value}")
+        return value
 
 
 class DpoConfig(_Section):
     data: FilePath | None = Field(None, description="Preference JSONL (prompt, chosen, rejected). None: online pairs "
                                   "from the best and worst episode of each group.")
     beta: float = Field(0.1, gt=0, description="DPO temperature beta.")
-    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing.")
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="Conservative DPO label smoothing (sigmoid, simpo).")
+    loss_type: Literal["sigmoid", "ipo", "simpo"] = Field(
+        "sigmoid", description="sigmoid: DPO; ipo: IPO's squared loss on per-token mean log-ratios (does not "
+        "overfit preferences that are always the same); simpo: SimPO, length-normalised and reference-free, "
+        "with the margin simpo_gamma (SimPO's papers use beta 2 to 2.5).")
+    reference_free: bool = Field(False, description="Compare with a uniform reference (log-ratio 0) instead of "
+                                 "the frozen base model: no reference pass. simpo is always reference-free.")
+    simpo_gamma: float = Field(0.5, ge=0, description="SimPO's target reward margin gamma (loss_type simpo).")
+
+    @model_validator(mode="after")
+    def _smoothing_needs_a_sigmoid(self) -> "DpoConfig":
+        # IPO's squared loss has no label to smooth; silently ignoring the key would hide a mistake.
+        if self.loss_type == "ipo" and self.label_smoothing:
+            raise ValueError("dpo.label_smoothing applies to loss_type sigmoid and simpo, not ipo; set it to 0")
+        return self
     epochs: float = Field(1.0, gt=0, description="Passes over the preference data (offline).")
     batch_size: int = Field(4, ge=1, description="Pairs per optimizer update.")
     lr: float | None = Field(None, gt=0, description="Learning rate of the DPO stage; None: trainer.lr.")

@@ -29,6 +29,7 @@ BUILTIN_JUDGES: dict[str, str] = {
     "composite": "ajet.judge.composite:CompositeJudge",
     "llm_judge": "ajet.judge.llm_judge:LLMJudge",
     "grounded": "ajet.judge.grounded:GroundedJudge",
+    "agent": "ajet.judge.agent:AgentJudge",
 }
 
 # Where the judge being built sits in the config, and the folder plugin paths resolve against.

@@ -1,6 +1,7 @@
-"""One DPO update: pairs of (chosen, rejected) samples in, one optimizer step out.
+"""One DPO update (sigmoid DPO, IPO or SimPO; see `ajet.algorithm.losses.dpo_loss`): pairs of
+(chosen, rejected) samples in, one optimizer step out.
 
-The reference model is the policy with its adapters disabled (LoRA) or the frozen copy kept by
+The reference model (skipped for SimPO and `dpo.reference_free`) is the policy with its adapters disabled (LoRA) or the frozen copy kept by
 `load_policy(reference=True)` (full fine-tuning). Pairs are processed in chunks whose padded size
 stays under `trainer.micro_batch_tokens`; each chunk's loss is weighted by its share of the pairs,
 so the accumulated gradient equals that of one pass over all pairs.
@@ -54,11 +55,17 @@ def chunk_pairs(pairs: Sequence[Pair], budget: int) -> list[list[int]]:
     return chunks
 
 
-def _chunk_logps(model, chunk: list[Pair], policy: Policy) -> torch.Tensor:
-    """Summed completion logprobs, (2P,): chosen rows first, then rejected rows."""
+def _chunk_logps(model, chunk: list[Pair], policy: Policy) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed completion logprobs and completion token counts, each (2P,): chosen rows first, then
+    rejected rows."""
     samples = [c for c, _ in chunk] + [r for _, r in chunk]
     ids, attention, mask = _pad(samples, policy.tokenizer.pad_token_id or 0, policy.device)
-    return sequence_logprobs(token_logprobs(model, ids, attention, mask), mask)
+    return sequence_logprobs(token_logprobs(model, ids, attention, mask), mask), mask.sum(dim=1)
+
+
+def needs_reference(dpo: DpoConfig) -> bool:
+    """Whether the loss compares with the frozen reference (SimPO and reference-free DPO do not)."""
+    return not dpo.reference_free and dpo.loss_type != "simpo"
 
 
 def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs: Sequence[Pair],
@@ -75,11 +82,16 @@ def dpo_step(policy: Policy, optimizer: torch.optim.Optimizer, scheduler, pairs:
     with training_call(policy.model, optimizer, scheduler):
         for idx in chunks:
             chunk = [pairs[i] for i in idx]
-            with torch.no_grad(), policy.base_model_context() as reference:
-                ref = _chunk_logps(reference, chunk, policy)  # (2P,)
-            logps = _chunk_logps(policy.model, chunk, policy)  # (2P,)
             p = len(chunk)
-            loss, chunk_stats = dpo_loss(logps[:p], logps[p:], ref[:p], ref[p:], dpo.beta, dpo.label_smoothing)
+            ref_chosen = ref_rejected = None
+            if needs_reference(dpo):
+                with torch.no_grad(), policy.base_model_context() as reference:
+                    ref, _ = _chunk_logps(reference, chunk, policy)  # (2P,)
+                ref_chosen, ref_rejected = ref[:p], ref[p:]
+            logps, counts = _chunk_logps(policy.model, chunk, policy)  # (2P,), (2P,)
+            loss, chunk_stats = dpo_loss(logps[:p], logps[p:], ref_chosen, ref_rejected, dpo.beta, dpo.label_smoothing,
+                                         loss_type=dpo.loss_type, chosen_tokens=counts[:p],
+                                         rejected_tokens=counts[p:], simpo_gamma=dpo.simpo_gamma)
             (loss * p / total).backward()
             stats["loss"] += float(loss.detach()) * p / total
             for key in ("reward_margin", "reward_accuracy", "reward_chosen", "reward_rejected"):

@@ -57,6 +57,15 @@ def test_sft_then_dpo_train_two_steps_each_and_record_metrics(trained: Path) -> 
     assert any(not torch.equal(sft[k], dpo[k]) for k in sft)
 
 
+def test_simpo_runs_on_llamafactorys_own_simpo_loss(tmp_path: Path) -> None:
+    run_backbone(lf_config(tmp_path / "run", "algorithm=dpo", "dpo.loss_type=simpo", "dpo.beta=2.0",
+                           "dpo.simpo_gamma=1.0", "backbone.llamafactory.args.max_steps=1"))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["stage"]) for r in rows] == [(1, "dpo")] and rows[0]["loss"] > 0
+    launched = (tmp_path / "run" / "llamafactory" / "dpo.yaml").read_text()  # what llamafactory-cli was given
+    assert "pref_loss: simpo" in launched and "simpo_gamma: 1.0" in launched and "pref_beta: 2.0" in launched
+
+
 def test_render_llamafactory_trains_on_the_converted_sharegpt_data(tmp_path: Path) -> None:
     run_backbone(lf_config(tmp_path / "run", "algorithm=sft", "backbone.llamafactory.render=llamafactory",
                            "backbone.llamafactory.args.max_steps=1"))

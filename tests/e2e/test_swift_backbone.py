@@ -191,8 +191,10 @@ def test_eval_and_export_of_a_swift_checkpoint(sft_grpo_run, tiny_model_path, tm
     assert torch.allclose(got, want, atol=1e-4)
 
 
-def test_dpo_from_the_preference_file(swift_env: Path, tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path / "run", "algorithm=dpo", f"dpo.data={PREFERENCES}", "dpo.batch_size=2")
+@pytest.mark.parametrize("variant", [[], ["dpo.loss_type=simpo", "dpo.beta=2.0", "dpo.simpo_gamma=1.0"]],
+                         ids=["sigmoid", "simpo"])
+def test_dpo_from_the_preference_file(swift_env: Path, tmp_path: Path, variant: list[str]) -> None:
+    cfg = _cfg(tmp_path / "run", "algorithm=dpo", f"dpo.data={PREFERENCES}", "dpo.batch_size=2", *variant)
     result = run_backbone(cfg)
     rows = _rows(Path(result["run_dir"]) / "metrics.jsonl")
     assert [(r["step"], r["stage"]) for r in rows] == [(1, "dpo"), (2, "dpo")]

@@ -412,3 +412,9 @@ def test_every_config_field_is_read_by_some_code() -> None:
         if name not in ("ajet", "<name>") and not re.search(rf"\.{name}\b|[\"']{name}[\"']", code):
             unread.append(path)
     assert unread == []
+
+
+def test_label_smoothing_with_ipo_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="label_smoothing applies to loss_type sigmoid and simpo, not ipo"):
+        load_config(REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml",
+                    ["dpo.loss_type=ipo", "dpo.label_smoothing=0.1"])

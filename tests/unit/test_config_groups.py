@@ -97,7 +97,7 @@ def test_unknown_preset_names_the_presets_there_are() -> None:
         load_config(MATH, ["judge=function_cal"])
     assert str(info.value) == (
         f"invalid config: judge=function_cal (from the command line): no preset named 'function_cal' in "
-        f"{packaged_conf_dir() / 'judge'}; did you mean 'function_call'? presets: exact_match, function_call, "
+        f"{packaged_conf_dir() / 'judge'}; did you mean 'function_call'? presets: agent, exact_match, function_call, "
         "llm_judge, math_boxed, tool_agent; to set a value instead, use judge.type=function_cal")
 
 

@@ -357,4 +357,4 @@ def test_every_judge_yaml_in_the_docs_builds(tmp_path):
     for block in blocks:
         cfg = block.get("ajet", block)["judge"]
         built.append(type(build_judge(cfg, base_dir=tmp_path)).__name__)
-    assert built == ["FunctionCallJudge", "CompositeJudge", "LLMJudge", "GroundedJudge", "LengthJudge"]
+    assert built == ["FunctionCallJudge", "CompositeJudge", "LLMJudge", "GroundedJudge", "AgentJudge", "LengthJudge"]

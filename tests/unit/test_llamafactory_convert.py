@@ -93,6 +93,11 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
     assert args["model_name_or_path"] == str(tmp_path / "sft") and args["finetuning_type"] == "full"
     assert args["pref_beta"] == 0.1 and args["bf16"] is True and args["use_cpu"] is False
     assert dataset_info("dpo", "dpo.json")["ajet_dpo"]["ranking"] is True
+    assert args["pref_loss"] == "sigmoid" and "simpo_gamma" not in args
+    simpo = _cfg("algorithm=dpo", "dpo.data=x.jsonl", "dpo.loss_type=simpo", "dpo.beta=2.0", "dpo.simpo_gamma=1.0")
+    args = stage_args(simpo, "dpo", model_path="/m", dataset_dir=tmp_path, output_dir=tmp_path / "o", adapter=None,
+                      cuda=False)
+    assert (args["pref_loss"], args["pref_beta"], args["simpo_gamma"]) == ("simpo", 2.0, 1.0)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -100,6 +105,10 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
      "ajet.backbone.llamafactory.args.lora_rank is set from ajet's model.lora.rank; set that instead"),
     (["algorithm=dpo"], "the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl"),
     (["trainer.eval_every=2"], "trainer.eval_every=2 is not supported by the llamafactory backbone"),
+    (["algorithm=dpo", "dpo.data=x.jsonl", "dpo.reference_free=true"],
+     "dpo.reference_free is not supported by the llamafactory backbone"),
+    (["algorithm=dpo", "dpo.data=x.jsonl", "dpo.loss_type=simpo", "dpo.label_smoothing=0.1"],
+     "dpo.label_smoothing with dpo.loss_type=simpo is not supported by the llamafactory backbone"),
     (["model.chat_template=x.jinja", "backbone.llamafactory.render=llamafactory"],
      "model.chat_template is not used with backbone.llamafactory.render=llamafactory"),
 ])

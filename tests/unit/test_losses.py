@@ -153,3 +153,42 @@ def test_dpo_label_smoothing():
     # z = 0.5, ls = 0.1: 0.9 * log(1 + e^-0.5) + 0.1 * log(1 + e^0.5) = 0.9 * 0.474077 + 0.1 * 0.974077 = 0.524077
     loss, _ = dpo_loss(t([-1.0]), t([-2.0]), t([-1.5]), t([-1.5]), beta=0.5, label_smoothing=0.1)
     assert loss.item() == pytest.approx(0.524077, abs=1e-6)
+
+
+def test_dpo_reference_free_takes_the_reference_log_ratio_as_zero():
+    # z = 0.5 * (-1 - -2) = 0.5 -> log(1 + e^-0.5) = 0.474077, the same as a reference that scores both alike
+    loss, stats = dpo_loss(t([-1.0]), t([-2.0]), None, None, beta=0.5)
+    assert loss.item() == pytest.approx(0.474077, abs=1e-6)
+    assert stats["reward_chosen"] == pytest.approx(-0.5) and stats["reward_rejected"] == pytest.approx(-1.0)
+
+
+def test_ipo_loss_on_per_token_mean_log_ratios():
+    # chosen: (-4 - -5) / 2 tokens = 0.5; rejected: (-6 - -3) / 3 tokens = -1; h = 1.5
+    # beta 0.5: (1.5 - 1 / (2 * 0.5))^2 = 0.25; beta 0.1: (1.5 - 5)^2 = 12.25
+    args = (t([-4.0]), t([-6.0]), t([-5.0]), t([-3.0]))
+    counts = dict(chosen_tokens=t([2.0]), rejected_tokens=t([3.0]))
+    loss, stats = dpo_loss(*args, beta=0.5, loss_type="ipo", **counts)
+    assert loss.item() == pytest.approx(0.25, abs=1e-9)
+    assert stats["reward_chosen"] == pytest.approx(0.25) and stats["reward_rejected"] == pytest.approx(-0.5)
+    assert stats["reward_margin"] == pytest.approx(0.75) and stats["reward_accuracy"] == 1.0
+    loss, _ = dpo_loss(*args, beta=0.1, loss_type="ipo", **counts)
+    assert loss.item() == pytest.approx(12.25, abs=1e-9)
+    with pytest.raises(ValueError, match="chosen_tokens"):
+        dpo_loss(*args, beta=0.5, loss_type="ipo")
+
+
+def test_simpo_loss_is_length_normalised_with_a_margin_and_ignores_the_reference():
+    # chosen -2 / 4 tokens = -0.5, rejected -6 / 3 tokens = -2; beta 2: rewards -1 and -4
+    # z = (-1 - -4) - gamma 1.0 = 2 -> log(1 + e^-2) = 0.126928
+    counts = dict(chosen_tokens=t([4.0]), rejected_tokens=t([3.0]))
+    loss, stats = dpo_loss(t([-2.0]), t([-6.0]), None, None, beta=2.0, loss_type="simpo", simpo_gamma=1.0, **counts)
+    assert loss.item() == pytest.approx(math.log1p(math.exp(-2.0)), abs=1e-9)
+    assert loss.item() == pytest.approx(0.126928, abs=1e-6)
+    assert stats["reward_chosen"] == pytest.approx(-1.0) and stats["reward_margin"] == pytest.approx(3.0)
+    with_ref, _ = dpo_loss(t([-2.0]), t([-6.0]), t([-9.0]), t([0.0]), beta=2.0, loss_type="simpo",
+                           simpo_gamma=1.0, **counts)
+    assert with_ref.item() == pytest.approx(loss.item(), abs=1e-12)
+    # label smoothing as in cDPO: 0.9 * 0.126928 + 0.1 * log(1 + e^2) = 0.114235 + 0.212693 = 0.326928
+    smoothed, _ = dpo_loss(t([-2.0]), t([-6.0]), None, None, beta=2.0, label_smoothing=0.1, loss_type="simpo",
+                           simpo_gamma=1.0, **counts)
+    assert smoothed.item() == pytest.approx(0.326928, abs=1e-6)

@@ -160,3 +160,17 @@ def test_conf_file_lists_the_pydantic_defaults() -> None:
     listed = yaml.safe_load((REPO / "conf" / "backbone" / "swift.yaml").read_text())
     assert listed["name"] == "swift"
     assert listed["swift"] == SwiftConfig().model_dump()
+
+
+@pytest.mark.parametrize(("overrides", "flags"), [
+    ([], {"rlhf_type": "dpo"}),
+    (["dpo.loss_type=ipo"], {"rlhf_type": "dpo", "loss_type": ["ipo"]}),
+    (["dpo.reference_free=true"], {"rlhf_type": "dpo", "reference_free": True}),
+    (["dpo.loss_type=simpo", "dpo.beta=2.0", "dpo.simpo_gamma=1.0"],
+     {"rlhf_type": "simpo", "simpo_gamma": 1.0, "cpo_alpha": 0.0, "beta": 2.0}),
+])
+def test_dpo_loss_variants_compile_to_swifts_flags(tmp_path: Path, overrides: list[str], flags: dict) -> None:
+    cfg = _cfg(tmp_path, "algorithm=dpo", f"dpo.data={GOLDEN / 'preferences.jsonl'}", *overrides)
+    plan, _ = SwiftRun(cfg).plan("dpo", None)
+    assert {k: plan.args.get(k) for k in flags} == flags
+    assert ("loss_type" in plan.args) == ("loss_type" in flags)  # sigmoid: swift's own default, no flag

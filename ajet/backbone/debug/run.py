@@ -42,6 +42,7 @@ from ajet.trainer.optim import build_optimizer, build_scheduler
 from ajet.trainer.policy import load_policy
 from ajet.trainer.preference import dpo_step
 from ajet.trainer.sft_data import load_sft_samples, parse_preference, preference_samples, read_jsonl
+from ajet.trainer.sft_curation import curated_sft_samples, describe, sample_losses
 from ajet.trainer.step import train_step
 
 console = Console(stderr=True)
@@ -85,7 +86,13 @@ class DebugRun:
 
     def _sft_data(self):
         if not hasattr(self, "_sft_cache"):
-            samples, report = load_sft_samples(self.cfg.sft.data, self.renderer)
+            if self.cfg.sft.curated:
+                losses = sample_losses(self.policy.model, self.policy.tokenizer.pad_token_id or 0)
+                samples, report, curation = curated_sft_samples(self.cfg.sft, self.renderer, self.run_dir,
+                                                                self.cfg.trainer.seed, losses)
+                console.print(describe(curation))
+            else:
+                samples, report = load_sft_samples(self.cfg.sft.data, self.renderer)
             if report.skipped:
                 console.print(f"[yellow]SFT data: skipped {len(report.skipped)} of {report.rows} rows[/]")
             self._sft_cache = samples

@@ -27,6 +27,7 @@ OWNED: dict[str, str] = {
     "weight_decay": "trainer.weight_decay", "max_grad_norm": "trainer.grad_clip", "seed": "trainer.seed",
     "save_steps": "trainer.save_every", "save_strategy": "trainer.save_every",
     "save_total_limit": "trainer.keep_last", "pref_beta": "dpo.beta", "dpo_label_smoothing": "dpo.label_smoothing",
+    "pref_loss": "dpo.loss_type", "simpo_gamma": "dpo.simpo_gamma",
     "use_cpu": "model.device", "bf16": "model.dtype", "fp16": "model.dtype",
     "tokenized_path": "backbone.llamafactory.render",
 }
@@ -48,6 +49,15 @@ def check_config(cfg: AjetConfig) -> None:
     if "dpo" in cfg.stages and not cfg.dpo.data:
         raise ConfigError("the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl "
                           "(online DPO from rollouts needs --backbone=debug)")
+    if "sft" in cfg.stages and cfg.sft.curated:
+        raise ConfigError("sft.task_weights, sft.coreset and sft.replay are applied by the debug backbone only (they choose rows "
+                          "with the policy's own losses in-process); train SFT with --backbone=debug, or remove them")
+    if "dpo" in cfg.stages and cfg.dpo.reference_free:
+        raise ConfigError("dpo.reference_free is not supported by the llamafactory backbone (LLaMA-Factory has no "
+                          "such option); use dpo.loss_type=simpo (reference-free by design), or --backbone=debug / swift")
+    if "dpo" in cfg.stages and cfg.dpo.loss_type == "simpo" and cfg.dpo.label_smoothing:
+        raise ConfigError("dpo.label_smoothing with dpo.loss_type=simpo is not supported by the llamafactory backbone "
+                          "(LLaMA-Factory smooths the sigmoid loss only); set dpo.label_smoothing=0")
     if cfg.trainer.eval_every:
         raise ConfigError(f"trainer.eval_every={cfg.trainer.eval_every} is not supported by the llamafactory "
                           "backbone (its evaluation is rollouts, which LLaMA-Factory does not run); set "
@@ -109,7 +119,9 @@ def stage_args(cfg: AjetConfig, stage: str, *, model_path: str, dataset_dir: Pat
     elif adapter is not None:
         args["model_name_or_path"] = str(adapter)  # full fine-tuning: the earlier stage's weights
     if stage == "dpo":
-        args.update(pref_beta=cfg.dpo.beta, dpo_label_smoothing=cfg.dpo.label_smoothing)
+        args.update(pref_beta=cfg.dpo.beta, dpo_label_smoothing=cfg.dpo.label_smoothing, pref_loss=cfg.dpo.loss_type)
+        if cfg.dpo.loss_type == "simpo":
+            args["simpo_gamma"] = cfg.dpo.simpo_gamma
     args.update(lf.args)
     return {k: v for k, v in args.items() if v is not None}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ajet.config.schema import AjetConfig
+from ajet.config.schema import AjetConfig, DpoConfig
 from ajet.errors import ConfigError
 from ajet.models import EMBEDDED, TINY, resolve_model_path
 
@@ -41,7 +41,8 @@ _FROM_AJET = {
     "agent_template": "backbone.swift.agent_template", "deepspeed": "backbone.swift.deepspeed",
     "use_vllm": "backbone.swift.use_vllm", "vllm_server_host": "backbone.swift.vllm_server_host",
     "vllm_server_port": "backbone.swift.vllm_server_port", "beta": "grpo.beta / dpo.beta",
-    "loss_type": "grpo.loss_agg",
+    "loss_type": "grpo.loss_agg / dpo.loss_type", "simpo_gamma": "dpo.simpo_gamma",
+    "reference_free": "dpo.reference_free",
 }
 
 
@@ -88,6 +89,9 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if "dpo" in cfg.stages and not cfg.dpo.data:
         raise ConfigError("invalid config: the swift backbone trains DPO from a preference file: set ajet.dpo.data "
                           "(online pairs from rollouts need --backbone=debug)")
+    if "sft" in cfg.stages and cfg.sft.curated:
+        raise ConfigError("sft.task_weights, sft.coreset and sft.replay are applied by the debug backbone only (they choose rows "
+                          "with the policy's own losses in-process); train SFT with --backbone=debug, or remove them")
     if cfg.trainer.eval_every:
         raise ConfigError("invalid config: trainer.eval_every is not supported by the swift backbone (the rollouts "
                           "run inside swift's trainer); set it to 0 and evaluate a checkpoint with `ajet eval --model "
@@ -174,12 +178,23 @@ def stage_plan(cfg: AjetConfig, stage: str, stage_dir: Path, dataset: Path, star
         d = cfg.dpo
         per_device, accum = _batch(d.batch_size, cfg.backbone.swift.micro_batch_size, world, "dpo.batch_size")
         steps = _epoch_steps(rows, d.batch_size, d.epochs)
-        args = {**model_args(cfg, start), **common, "rlhf_type": "dpo", "beta": d.beta,
+        args = {**model_args(cfg, start), **common, **_preference_loss(d), "beta": d.beta,
                 "label_smoothing": d.label_smoothing, "num_train_epochs": d.epochs,
                 "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accum,
                 **optimizer_args(cfg, d.lr or cfg.trainer.lr, steps)}
         return _finish(StagePlan(stage, "rlhf", args, stage_dir, steps), cfg, stage)
     return _finish(_grpo_plan(cfg, stage_dir, common, start), cfg, stage)
+
+
+def _preference_loss(d: DpoConfig) -> dict[str, Any]:
+    """swift's flags for dpo.loss_type / reference_free: SimPO is swift's rlhf_type simpo (its CPO trainer)
+    with the NLL term off (cpo_alpha 0), so the loss is SimPO's own, as the debug backbone computes it."""
+    if d.loss_type == "simpo":
+        return {"rlhf_type": "simpo", "simpo_gamma": d.simpo_gamma, "cpo_alpha": 0.0}
+    flags: dict[str, Any] = {"rlhf_type": "dpo", "loss_type": None if d.loss_type == "sigmoid" else [d.loss_type]}
+    if d.reference_free:
+        flags["reference_free"] = True
+    return flags
 
 
 def _grpo_plan(cfg: AjetConfig, stage_dir: Path, common: dict[str, Any], start: Path | None) -> StagePlan:
