@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ajet.config.schema import AjetConfig
-from ajet.errors import TaskReaderError
+from ajet.errors import JudgeError, TaskReaderError
+from ajet.judge.agent import agent_metrics, summarize_agent_metrics
 from ajet.rollout.runner import BatchResult
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.task_reader import read_tasks
+from ajet.workflow import WorkflowOutput
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -35,7 +37,24 @@ def eval_report(batch: BatchResult, group_size: int) -> dict[str, Any]:
         for k in sorted({1, group_size}):
             report[f"pass@{k}"] = sum(pass_at_k(len(s), sum(s), k) for s in by_task.values()) / max(len(by_task), 1)
     report["tasks"] = len(by_task)
+    agent = _agent_metric_rows(batch)
+    if agent:
+        report["agent_metrics"] = summarize_agent_metrics(agent)
     return report
+
+
+def _agent_metric_rows(batch: BatchResult) -> list[dict[str, float]]:
+    """Seed 002's agent metrics of the episodes whose task carries a reference (a failed episode
+    counts, with no calls and no answer)."""
+    rows = []
+    for e in batch.episodes:
+        try:
+            row = agent_metrics(e.task, e.output or WorkflowOutput(), e.success)
+        except JudgeError:  # a malformed reference: the judge reports it on the episode
+            row = None
+        if row is not None:
+            rows.append(row)
+    return rows
 
 
 async def evaluate(cfg: AjetConfig, engine, tokenizer, run_dir: Path | None, *, label: str = "eval",

@@ -103,3 +103,23 @@ def test_agent_metrics_per_episode_and_their_summary():
     summary = summarize_agent_metrics([row, other])
     assert summary["tool_selection_accuracy"] == {"mean": pytest.approx(1 / 3), "std": pytest.approx(1 / 3), "count": 2.0}
     assert summary["end_to_end_success"] == {"mean": 0.5, "std": 0.5, "count": 2.0}
+
+
+def test_eval_report_carries_the_agent_metrics_of_episodes_with_references():
+    from ajet.rollout.episode import EpisodeResult
+    from ajet.rollout.runner import BatchResult
+    from ajet.rollout.validation import eval_report
+
+    def episode(n: int, answer, out: WorkflowOutput | None, success: bool) -> EpisodeResult:
+        return EpisodeResult(episode_id=f"e{n}", task=Task(task_id=f"t{n}", query="q", answer=answer), repeat=0,
+                             group_id=f"t{n}", output=out, success=success)
+
+    right = WorkflowOutput(answer="12.5", tool_calls=[dict(PRICE)])
+    batch = BatchResult(episodes=[episode(0, REFERENCE, right, True), episode(1, REFERENCE, None, False),
+                                  episode(2, "plain answer", WorkflowOutput(answer="x"), True)], seconds=1.0)
+    metrics = eval_report(batch, group_size=1)["agent_metrics"]
+    # the failed episode counts with no call (tool F1 0, plan 0, efficiency 1, timing 0); the plain task is left out
+    assert metrics["tool_selection_accuracy"] == {"mean": 0.5, "std": 0.5, "count": 2.0}
+    assert metrics["step_efficiency"]["mean"] == 1.0 and metrics["end_to_end_success"]["mean"] == 0.5
+    plain = BatchResult(episodes=[episode(2, "plain answer", WorkflowOutput(answer="x"), True)], seconds=1.0)
+    assert "agent_metrics" not in eval_report(plain, group_size=1)
