@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
-from ajet.judge.composite import PENALTY_TRIGGERS
+from ajet.judge.composite import PENALTY_TRIGGERS, check_penalties
 from ajet.judge.function_call import expected_calls, parse_failures, predicted_calls
 from ajet.judge.registry import build_judge, current_base_dir, current_where, parse_args
 from ajet.workflow import Task, WorkflowOutput
@@ -69,14 +69,7 @@ class AgentArgs(BaseModel):
     @field_validator("penalties")
     @classmethod
     def _known_penalties(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, amount in value.items():
-            if name not in PENALTY_TRIGGERS:
-                close = difflib.get_close_matches(name, list(PENALTY_TRIGGERS), n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown penalty {name!r}{hint} (known: {', '.join(PENALTY_TRIGGERS)})")
-            if amount > 0:
-                raise ValueError(f"penalty {name!r} is {amount}; penalties are added, write {-amount} to subtract")
-        return value
+        return check_penalties(value)
 
 
 class AgentReference(BaseModel):

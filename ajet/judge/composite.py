@@ -72,6 +72,18 @@ PENALTY_TRIGGERS: dict[str, Callable[[Task, WorkflowOutput, str], bool]] = {
 }
 
 
+def check_penalties(value: dict[str, float]) -> dict[str, float]:
+    """Penalty names must be known triggers and amounts <= 0 (shared by the judges that take penalties)."""
+    for name, amount in value.items():
+        if name not in PENALTY_TRIGGERS:
+            close = difflib.get_close_matches(name, list(PENALTY_TRIGGERS), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown penalty {name!r}{hint} (known: {', '.join(PENALTY_TRIGGERS)})")
+        if amount > 0:
+            raise ValueError(f"penalty {name!r} is {amount}; penalties are added, write {-amount} to subtract")
+    return value
+
+
 class PartSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -93,14 +105,7 @@ class CompositeArgs(BaseModel):
     @field_validator("penalties")
     @classmethod
     def _known_penalties(cls, value: dict[str, float]) -> dict[str, float]:
-        for name, amount in value.items():
-            if name not in PENALTY_TRIGGERS:
-                close = difflib.get_close_matches(name, list(PENALTY_TRIGGERS), n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown penalty {name!r}{hint} (known: {', '.join(PENALTY_TRIGGERS)})")
-            if amount > 0:
-                raise ValueError(f"penalty {name!r} is {amount}; penalties are added, write {-amount} to subtract")
-        return value
+        return check_penalties(value)
 
     @model_validator(mode="after")
     def _rules(self) -> CompositeArgs:
