@@ -30,7 +30,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "view")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -46,6 +46,7 @@ commands:
   ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
   ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations
+  ajet view RUN_DIR ...            browse runs in a web page: curves, episodes, tokens (read-only)
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -299,6 +300,20 @@ def _data(argv: list[str]) -> int:
     return 0
 
 
+def _view(argv: list[str]) -> int:
+    parser = _parser("view", "Browse run folders in a local web page: metrics curves, the episode table, one "
+                             "episode's conversation, judge and LLM calls, its tokens with loss mask and logprobs. "
+                             "Read-only; a live run refreshes.")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs/<project>/<run> or an `ajet eval` folder")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: 0, a free one; the address is printed)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    args = parser.parse_args(argv)
+    from ajet.view.command import main as view_main
+
+    return view_main(args.run_dirs, host=args.host, port=args.port, open_browser=not args.no_browser)
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -317,7 +332,7 @@ def _exit_code(result: Any) -> int:
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
-    "generate": _generate, "bench": _bench, "data": _data,
+    "generate": _generate, "bench": _bench, "data": _data, "view": _view,
 }
 
 

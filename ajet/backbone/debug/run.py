@@ -29,6 +29,7 @@ from ajet.backbone.debug.state import (
     DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
+from ajet.backbone.sample_log import write_samples
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError
@@ -232,6 +233,7 @@ class DebugRun:
                                                  scale=self.cfg.grpo.scale_rewards)
         skip = set(adv_stats.skip)
         kept = [i for i in range(len(samples)) if i not in skip]
+        write_samples(self.run_dir, self.state.global_step + 1, samples, advantages, kept)  # for `ajet view`
         metrics = _rollout_metrics(summary, batch, adv_stats.to_dict())
         if not kept:  # every group had equal rewards: nothing to learn from this batch
             _advance(self.scheduler)

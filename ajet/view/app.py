@@ -1,0 +1,227 @@
+"""The viewer's HTTP API and page: a FastAPI app over one or more run folders, read-only.
+
+    GET /                                       the page (static/index.html, app.js, style.css, vendor/uplot)
+    GET /api/runs                               the runs: name, model, stages, steps, episode files
+    GET /api/runs/{run}/metrics                 metrics.jsonl rows (and its corrupt lines)
+    GET /api/runs/{run}/episodes                the episode table: ?file= step= task= group= q= reward_min=
+                                                reward_max= success= failure= stop= turns_min= turns_max=
+                                                tools_min= tools_max= sort= order=asc|desc offset= limit=
+    GET /api/runs/{run}/episodes/{line}         one episode (its line of the file), or its corrupt record
+    GET /api/runs/{run}/episodes/{line}/tokens  its samples token by token
+    GET /api/runs/{run}/compare?a=&b=           two episodes of one GRPO group side by side
+
+Every request re-reads only what the run appended since the last one. A bad parameter is a 400 with an
+OpenAI-shaped error naming it; a corrupt line is returned as {"corrupt": true, "line", "text"}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from ajet.errors import GatewayError
+from ajet.gateway.request import error_response, install_error_handlers
+from ajet.view.episodes import SORT_KEYS, EpisodeFilter, facets, select
+from ajet.view.run_folder import EPISODE_FILES, RunFolder
+from ajet.view.tokens import token_view
+
+STATIC = Path(__file__).resolve().parent / "static"
+MAX_PAGE = 500
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as null: they are not JSON, and a browser's JSON.parse refuses them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+class ViewJSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(_finite(content), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _bad(param: str, message: str) -> GatewayError:
+    return GatewayError(message, status=400, param=param)
+
+
+class _Query:
+    """Typed query parameters; a value that does not parse is a 400 naming the parameter."""
+
+    def __init__(self, request: Request) -> None:
+        self.params = request.query_params
+
+    def text(self, name: str) -> str | None:
+        value = self.params.get(name)
+        return value if value not in (None, "") else None
+
+    def number(self, name: str, kind: type = float, low: float | None = None, high: float | None = None) -> Any:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise _bad(name, f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if (low is not None and value < low) or (high is not None and value > high) or value != value:
+            raise _bad(name, f"{name}={raw!r} is outside [{low}, {high}]")
+        return value
+
+    def flag(self, name: str) -> bool | None:
+        raw = self.text(name)
+        if raw is None:
+            return None
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise _bad(name, f"{name}={raw!r}: use true or false")
+        return raw.lower() in ("true", "1")
+
+    def choice(self, name: str, options: tuple[str, ...], default: str) -> str:
+        raw = self.text(name) or default
+        if raw not in options:
+            raise _bad(name, f"{name}={raw!r}: one of {', '.join(options)}")
+        return raw
+
+
+def create_app(runs: list[RunFolder]) -> FastAPI:
+    app = FastAPI(title="ajet view", docs_url=None, redoc_url=None, openapi_url=None,
+                  default_response_class=ViewJSON)
+    install_error_handlers(app)
+
+    @app.exception_handler(GatewayError)
+    async def _refused(request: Request, exc: GatewayError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_path(request: Request, exc: RequestValidationError) -> JSONResponse:
+        where = exc.errors()[0].get("loc", ("", "?")) if exc.errors() else ("", "?")
+        return error_response(_bad(str(where[-1]), f"{where[-1]}: {exc.errors()[0].get('msg', 'invalid')}"))
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    def run_of(run_id: int) -> RunFolder:
+        if not 0 <= run_id < len(runs):
+            raise GatewayError(f"no run {run_id}; there are {len(runs)} (0 to {len(runs) - 1})", status=404,
+                               code="not_found", param="run")
+        return runs[run_id]
+
+    def episode_file(run: RunFolder, query: _Query):
+        name = query.choice("file", EPISODE_FILES, default=_default_file(run))
+        index = run.episode_index(name)
+        index.refresh()
+        return name, index
+
+    def episode_at(run: RunFolder, query: _Query, line: int, param: str = "line"):
+        name, index = episode_file(run, query)
+        found = index.line(line)
+        if found is None:
+            raise GatewayError(f"{name}.jsonl has no episode on line {line}", status=404, code="not_found", param=param)
+        return name, index, found, index.read(found)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
+
+    @app.get("/api/runs")
+    def list_runs() -> list[dict[str, Any]]:
+        return [run.describe() for run in runs]
+
+    @app.get("/api/runs/{run_id}/metrics")
+    def metrics(run_id: int) -> dict[str, Any]:
+        return run_of(run_id).metric_rows()
+
+    @app.get("/api/runs/{run_id}/episodes")
+    def episodes(run_id: int, request: Request) -> dict[str, Any]:
+        run, q = run_of(run_id), _Query(request)
+        name, index = episode_file(run, q)
+        flt = EpisodeFilter(
+            step=q.number("step", int), task=q.text("task"), group=q.text("group"), query=q.text("q"),
+            reward_min=q.number("reward_min"), reward_max=q.number("reward_max"), success=q.flag("success"),
+            failure=q.text("failure"), stop=q.text("stop"),
+            turns_min=q.number("turns_min", int, 0), turns_max=q.number("turns_max", int, 0),
+            tools_min=q.number("tools_min", int, 0), tools_max=q.number("tools_max", int, 0))
+        sort = q.choice("sort", SORT_KEYS, "line")
+        descending = q.choice("order", ("asc", "desc"), "asc") == "desc"
+        offset = q.number("offset", int, 0) or 0
+        limit = q.number("limit", int, 1, MAX_PAGE) or 50
+        lines = index.lines()
+        chosen = select(lines, flt, sort, descending)
+        page_rows = []
+        for line in chosen[offset:offset + limit]:
+            if line.summary is None:
+                page_rows.append(index.read(line))
+            else:
+                page_rows.append({"line": line.number, **line.summary})
+        return {"file": name, "total": len(lines), "matched": len(chosen), "offset": offset, "limit": limit,
+                "rows": page_rows, "facets": facets(lines)}
+
+    @app.get("/api/runs/{run_id}/episodes/{line}")
+    def episode(run_id: int, line: int, request: Request) -> dict[str, Any]:
+        run = run_of(run_id)
+        name, index, found, row = episode_at(run, _Query(request), line)
+        if row.get("corrupt"):
+            return row
+        return {**row, "_view": _episode_extras(run, index, name, found.number, row)}
+
+    @app.get("/api/runs/{run_id}/episodes/{line}/tokens")
+    def tokens(run_id: int, line: int, request: Request) -> dict[str, Any]:
+        run = run_of(run_id)
+        _, _, _, row = episode_at(run, _Query(request), line)
+        if row.get("corrupt"):
+            return row
+        return token_view(row, run.samples_of(str(row.get("episode_id"))), run.model_name())
+
+    @app.get("/api/runs/{run_id}/compare")
+    def compare(run_id: int, request: Request) -> dict[str, Any]:
+        run, q = run_of(run_id), _Query(request)
+        lines = {}
+        for param in ("a", "b"):
+            value = q.number(param, int, 1)
+            if value is None:
+                raise _bad(param, f"{param} is required: the line of an episode to compare")
+            lines[param] = value
+        out = {}
+        for param, number in lines.items():
+            name, index, found, row = episode_at(run, q, number, param)
+            if row.get("corrupt"):
+                raise _bad(param, f"line {number} of {name}.jsonl is corrupt: {row['text'][:80]!r}")
+            out[param] = {**row, "_view": _episode_extras(run, index, name, found.number, row)}
+        if out["a"].get("group_id") != out["b"].get("group_id"):
+            raise _bad("b", f"episodes on lines {lines['a']} and {lines['b']} are in different GRPO groups "
+                            f"({out['a'].get('group_id')!r} and {out['b'].get('group_id')!r}); compare two "
+                            "episodes of one group")
+        return out
+
+    return app
+
+
+def _default_file(run: RunFolder) -> str:
+    """The first episode file the folder has (a training run: episodes; an eval folder: eval_episodes)."""
+    for name in EPISODE_FILES:
+        if run.episode_index(name).path.is_file():
+            return name
+    return EPISODE_FILES[0]
+
+
+def _episode_extras(run: RunFolder, index, name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
+    """Where the episode sits: its file and line, the other members of its GRPO group, and per sample
+    the advantage it was trained with (from samples.jsonl, without the token arrays)."""
+    group = row.get("group_id")
+    members = [{"line": ln.number, "episode_id": ln.summary["episode_id"], "reward": ln.summary["reward"],
+                "success": ln.summary["success"], "repeat": ln.summary["repeat"]}
+               for ln in index.lines() if ln.summary is not None and group and ln.summary["group_id"] == group]
+    samples = [{"index": s.get("index"), "advantage": s.get("advantage"), "trained": s.get("trained"),
+                "fork_reason": s.get("fork_reason"), "tokens": len(s.get("input_ids") or []),
+                "trained_tokens": sum(s.get("loss_mask") or [])}
+               for s in run.samples_of(str(row.get("episode_id")))]
+    return {"file": name, "line": number, "run": run.id, "group": members, "samples": samples}
