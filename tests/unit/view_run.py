@@ -6,10 +6,16 @@ advantages are not all zero), and validation (val_episodes.jsonl). Built once pe
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,3 +89,36 @@ def copy_run(run: Path, to: Path) -> Path:
     """A copy a test may append to or damage without touching the shared run."""
     shutil.copytree(run, to, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
     return to
+
+
+@contextmanager
+def ajet_view(run_dirs: list[Path], log: Path) -> Iterator[str]:
+    """`ajet view RUN_DIR... --port 0 --no-browser` in a subprocess; yields the address it prints
+    (once /api/runs answers) and stops the process at the end."""
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "view", *map(str, run_dirs), "--port", "0",
+                                 "--no-browser"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"ajet view exited with {proc.returncode}:\n{log.read_text()}")
+            found = re.search(r"ajet view: (http://127\.0\.0\.1:\d+/)", log.read_text())
+            url = found.group(1) if found else None
+            try:
+                if url and httpx.get(url + "api/runs", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ajet view did not answer within 60 s:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
