@@ -255,3 +255,19 @@ def test_view_of_a_missing_folder_is_a_clear_error(tmp_path, capsys):
     assert f"error: '{tmp_path / 'nope'}' is not a folder" in capsys.readouterr().err
     assert main(["view", str(tmp_path), "--no-browser"]) == 2
     assert "is it a run folder (runs/<project>/<run>)" in capsys.readouterr().err
+
+
+def test_the_page_ships_in_the_wheel():
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["ajet.view"]
+    package = root / "ajet" / "view"
+    files = [str(p.relative_to(package)) for p in (package / "static").rglob("*") if p.is_file()]
+    assert {"static/index.html", "static/app.js", "static/episode.js", "static/style.css",
+            "static/vendor/uplot/uPlot.iife.min.js", "static/vendor/uplot/LICENSE"} <= set(files)
+    # setuptools' '*' does not cross '/': each file must match a pattern of its own folder
+    unshipped = [f for f in files if not any(fnmatch.fnmatch(f, p) and f.count("/") == p.count("/") for p in patterns)]
+    assert unshipped == []
