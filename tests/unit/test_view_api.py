@@ -271,3 +271,18 @@ def test_the_page_ships_in_the_wheel():
     # setuptools' '*' does not cross '/': each file must match a pattern of its own folder
     unshipped = [f for f in files if not any(fnmatch.fnmatch(f, p) and f.count("/") == p.count("/") for p in patterns)]
     assert unshipped == []
+
+
+def test_view_help_and_no_browser_without_a_desktop(monkeypatch, capsys):
+    import sys
+
+    from ajet.cli import main
+    from ajet.view.command import browser_available
+
+    assert main(["view", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ajet view ") and all(f in out for f in ("--host", "--port", "--no-browser", "RUN_DIR"))
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert browser_available() is False  # a server or container: print the address, open nothing

@@ -160,8 +160,9 @@ function drawCharts() {
     const holder = h("div", { class: "chart", "data-metric": key }, h("h3", { text: key }));
     box.append(holder);
     const data = uPlot.join(tables);
-    const width = Math.max(300, Math.min(560, box.clientWidth / 2 - 24));
-    charts.plots.push(new uPlot({ width, height: 220, series, scales: { x: { time: false } },
+    const width = Math.max(300, Math.min(600, Math.floor((box.clientWidth - 16) / 2) - 20));  // two per row
+    const yRange = (u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true));
+    charts.plots.push(new uPlot({ width, height: 220, series, scales: { x: { time: false }, y: { range: yRange } },
       axes: [{ label: "step" }, { size: 64, values: (u, ticks) => ticks.map(tick) }], legend: { live: true } }, data, holder));
   }
   if (!box.children.length) box.append(h("p", { class: "muted", text: "no metrics yet (an eval folder has none; a live run writes one line per step)" }));
