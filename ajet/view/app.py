@@ -29,6 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from ajet.errors import GatewayError
 from ajet.gateway.request import error_response, install_error_handlers
 from ajet.view.episodes import SORT_KEYS, EpisodeFilter, facets, select
+from ajet.view.jsonl_index import JsonlIndex
 from ajet.view.run_folder import EPISODE_FILES, RunFolder
 from ajet.view.tokens import token_view
 
@@ -108,82 +109,95 @@ def create_app(runs: list[RunFolder]) -> FastAPI:
         return error_response(_bad(str(where[-1]), f"{where[-1]}: {exc.errors()[0].get('msg', 'invalid')}"))
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    api = ViewApi(runs)
+    app.get("/", include_in_schema=False)(api.page)
+    app.get("/api/runs")(api.list_runs)
+    app.get("/api/runs/{run_id}/metrics")(api.metrics)
+    app.get("/api/runs/{run_id}/episodes")(api.episodes)
+    app.get("/api/runs/{run_id}/episodes/{line}")(api.episode)
+    app.get("/api/runs/{run_id}/episodes/{line}/tokens")(api.tokens)
+    app.get("/api/runs/{run_id}/compare")(api.compare)
+    return app
 
-    def run_of(run_id: int) -> RunFolder:
-        if not 0 <= run_id < len(runs):
-            raise GatewayError(f"no run {run_id}; there are {len(runs)} (0 to {len(runs) - 1})", status=404,
-                               code="not_found", param="run")
-        return runs[run_id]
 
-    def episode_file(run: RunFolder, query: _Query):
+def _episode_filter(q: _Query) -> EpisodeFilter:
+    return EpisodeFilter(
+        step=q.number("step", int), task=q.text("task"), group=q.text("group"), query=q.text("q"),
+        reward_min=q.number("reward_min"), reward_max=q.number("reward_max"), success=q.flag("success"),
+        failure=q.text("failure"), stop=q.text("stop"),
+        turns_min=q.number("turns_min", int, 0), turns_max=q.number("turns_max", int, 0),
+        tools_min=q.number("tools_min", int, 0), tools_max=q.number("tools_max", int, 0))
+
+
+class ViewApi:
+    """The routes, one method each (the module docstring lists them)."""
+
+    def __init__(self, runs: list[RunFolder]) -> None:
+        self.runs = runs
+
+    # ------------------------------------------------------------------ lookups
+    def run_of(self, run_id: int) -> RunFolder:
+        if not 0 <= run_id < len(self.runs):
+            raise GatewayError(f"no run {run_id}; there are {len(self.runs)} (0 to {len(self.runs) - 1})",
+                               status=404, code="not_found", param="run")
+        return self.runs[run_id]
+
+    @staticmethod
+    def episode_file(run: RunFolder, query: _Query) -> tuple[str, JsonlIndex]:
         name = query.choice("file", EPISODE_FILES, default=_default_file(run))
         index = run.episode_index(name)
         index.refresh()
         return name, index
 
-    def episode_at(run: RunFolder, query: _Query, line: int, param: str = "line"):
-        name, index = episode_file(run, query)
+    def episode_at(self, run: RunFolder, query: _Query, line: int, param: str = "line"):
+        """(file name, its index, the indexed line, the row or its corrupt record)."""
+        name, index = self.episode_file(run, query)
         found = index.line(line)
         if found is None:
             raise GatewayError(f"{name}.jsonl has no episode on line {line}", status=404, code="not_found", param=param)
         return name, index, found, index.read(found)
 
-    @app.get("/", include_in_schema=False)
-    def page() -> FileResponse:
+    # ------------------------------------------------------------------ routes
+    def page(self) -> FileResponse:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-cache"})
 
-    @app.get("/api/runs")
-    def list_runs() -> list[dict[str, Any]]:
-        return [run.describe() for run in runs]
+    def list_runs(self) -> list[dict[str, Any]]:
+        return [run.describe() for run in self.runs]
 
-    @app.get("/api/runs/{run_id}/metrics")
-    def metrics(run_id: int) -> dict[str, Any]:
-        return run_of(run_id).metric_rows()
+    def metrics(self, run_id: int) -> dict[str, Any]:
+        return self.run_of(run_id).metric_rows()
 
-    @app.get("/api/runs/{run_id}/episodes")
-    def episodes(run_id: int, request: Request) -> dict[str, Any]:
-        run, q = run_of(run_id), _Query(request)
-        name, index = episode_file(run, q)
-        flt = EpisodeFilter(
-            step=q.number("step", int), task=q.text("task"), group=q.text("group"), query=q.text("q"),
-            reward_min=q.number("reward_min"), reward_max=q.number("reward_max"), success=q.flag("success"),
-            failure=q.text("failure"), stop=q.text("stop"),
-            turns_min=q.number("turns_min", int, 0), turns_max=q.number("turns_max", int, 0),
-            tools_min=q.number("tools_min", int, 0), tools_max=q.number("tools_max", int, 0))
+    def episodes(self, run_id: int, request: Request) -> dict[str, Any]:
+        run, q = self.run_of(run_id), _Query(request)
+        name, index = self.episode_file(run, q)
+        flt = _episode_filter(q)
         sort = q.choice("sort", SORT_KEYS, "line")
         descending = q.choice("order", ("asc", "desc"), "asc") == "desc"
         offset = q.number("offset", int, 0) or 0
         limit = q.number("limit", int, 1, MAX_PAGE) or 50
         lines = index.lines()
         chosen = select(lines, flt, sort, descending)
-        page_rows = []
-        for line in chosen[offset:offset + limit]:
-            if line.summary is None:
-                page_rows.append(index.read(line))
-            else:
-                page_rows.append({"line": line.number, **line.summary})
+        rows = [index.read(line) if line.summary is None else {"line": line.number, **line.summary}
+                for line in chosen[offset:offset + limit]]
         return {"file": name, "total": len(lines), "matched": len(chosen), "offset": offset, "limit": limit,
-                "rows": page_rows, "facets": facets(lines)}
+                "rows": rows, "facets": facets(lines)}
 
-    @app.get("/api/runs/{run_id}/episodes/{line}")
-    def episode(run_id: int, line: int, request: Request) -> dict[str, Any]:
-        run = run_of(run_id)
-        name, index, found, row = episode_at(run, _Query(request), line)
+    def episode(self, run_id: int, line: int, request: Request) -> dict[str, Any]:
+        run = self.run_of(run_id)
+        name, index, found, row = self.episode_at(run, _Query(request), line)
         if row.get("corrupt"):
             return row
         return {**row, "_view": _episode_extras(run, index, name, found.number, row)}
 
-    @app.get("/api/runs/{run_id}/episodes/{line}/tokens")
-    def tokens(run_id: int, line: int, request: Request) -> dict[str, Any]:
-        run = run_of(run_id)
-        _, _, _, row = episode_at(run, _Query(request), line)
+    def tokens(self, run_id: int, line: int, request: Request) -> dict[str, Any]:
+        run = self.run_of(run_id)
+        row = self.episode_at(run, _Query(request), line)[3]
         if row.get("corrupt"):
             return row
         return token_view(row, run.samples_of(str(row.get("episode_id"))), run.model_name())
 
-    @app.get("/api/runs/{run_id}/compare")
-    def compare(run_id: int, request: Request) -> dict[str, Any]:
-        run, q = run_of(run_id), _Query(request)
+    def compare(self, run_id: int, request: Request) -> dict[str, Any]:
+        run, q = self.run_of(run_id), _Query(request)
         lines = {}
         for param in ("a", "b"):
             value = q.number(param, int, 1)
@@ -192,7 +206,7 @@ def create_app(runs: list[RunFolder]) -> FastAPI:
             lines[param] = value
         out = {}
         for param, number in lines.items():
-            name, index, found, row = episode_at(run, q, number, param)
+            name, index, found, row = self.episode_at(run, q, number, param)
             if row.get("corrupt"):
                 raise _bad(param, f"line {number} of {name}.jsonl is corrupt: {row['text'][:80]!r}")
             out[param] = {**row, "_view": _episode_extras(run, index, name, found.number, row)}
@@ -201,8 +215,6 @@ def create_app(runs: list[RunFolder]) -> FastAPI:
                             f"({out['a'].get('group_id')!r} and {out['b'].get('group_id')!r}); compare two "
                             "episodes of one group")
         return out
-
-    return app
 
 
 def _default_file(run: RunFolder) -> str:
@@ -213,7 +225,7 @@ def _default_file(run: RunFolder) -> str:
     return EPISODE_FILES[0]
 
 
-def _episode_extras(run: RunFolder, index, name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
+def _episode_extras(run: RunFolder, index: JsonlIndex, name: str, number: int, row: dict[str, Any]) -> dict[str, Any]:
     """Where the episode sits: its file and line, the other members of its GRPO group, and per sample
     the advantage it was trained with (from samples.jsonl, without the token arrays)."""
     group = row.get("group_id")
