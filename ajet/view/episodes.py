@@ -142,7 +142,7 @@ def select(lines: list[Line], flt: EpisodeFilter, sort: str, descending: bool) -
     good = [ln for ln in lines if ln.summary is not None and flt.keeps(ln.summary)]
     present = [ln for ln in good if _sort_value(ln, sort)[0] == 0]
     missing = [ln for ln in good if _sort_value(ln, sort)[0] == 1]
-    present.sort(key=lambda ln: (_sort_value(ln, sort)[1], ln.number), reverse=descending)
+    present.sort(key=lambda ln: _sort_value(ln, sort)[1], reverse=descending)  # stable: ties stay in line order
     corrupt = [] if flt.narrows() else [ln for ln in lines if ln.summary is None]
     return present + missing + corrupt
 

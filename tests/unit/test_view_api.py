@@ -237,6 +237,16 @@ def test_the_index_reads_only_what_was_appended(tmp_path):
     assert index.read(index.line(1002)) == {"n": 1000}
 
 
+def test_sorting_keeps_ties_in_line_order_and_missing_values_last():
+    from ajet.view.episodes import EpisodeFilter, select, summarize_episode
+    from ajet.view.jsonl_index import Line
+
+    rewards = [0.5, 1.0, 0.5, None, 1.0]
+    lines = [Line(n, 0, 0, summarize_episode({"reward": r})) for n, r in enumerate(rewards, start=1)]
+    assert [ln.number for ln in select(lines, EpisodeFilter(), "reward", descending=True)] == [2, 5, 1, 3, 4]
+    assert [ln.number for ln in select(lines, EpisodeFilter(), "reward", descending=False)] == [1, 3, 2, 5, 4]
+
+
 def test_the_run_folders_are_never_written(api, folders):
     for run_id in (0, 1):
         api.get("runs")
