@@ -153,9 +153,10 @@
       ` · repeat ${fmt(m.repeat)} · reward ${fmt(m.reward)} · ${m.success ? "success" : "no success"}`)));
   }
 
-  function corruptPanel(row) {
+  function corruptPanel(row, params) {
     return h("div", { class: "corrupt-panel", id: "corrupt" }, h("h2", { text: `line ${row.line} is corrupt` }),
-      h("p", { text: row.reason || "" }), h("pre", { text: row.text }));
+      h("p", { text: row.reason || "" }), h("pre", { text: row.text }),
+      h("a", { href: `#/episodes?run=${params.run || 0}&file=${params.file || ""}`, text: "back to the episodes" }));
   }
 
   function section(title, id, body) {
@@ -169,7 +170,7 @@
     const ep = await api(`runs/${run}/episodes/${params.line}`, { file: params.file });
     document.getElementById("tok-info").hidden = true;
     tokenState.pinned = null;
-    if (ep.corrupt) { root.replaceChildren(corruptPanel(ep)); return; }
+    if (ep.corrupt) { root.replaceChildren(corruptPanel(ep, params)); return; }
     const tokenData = await api(`runs/${run}/episodes/${params.line}/tokens`, { file: params.file });
     root.replaceChildren(
       h("h1", { text: `${ep._view.file}.jsonl line ${ep._view.line}` }), summary(ep),
