@@ -44,5 +44,11 @@ def write_samples(run_dir: Path, step: int, samples: Sequence[Sample], advantage
             "old_logprobs": [_finite(float(lp)) for lp in sample.old_logprobs],
         }
         lines.append(json.dumps(row, ensure_ascii=True) + "\n")
-    with (run_dir / SAMPLES_FILE).open("a", encoding="utf-8") as handle:
-        handle.write("".join(lines))
+    path = run_dir / SAMPLES_FILE
+    with path.open("a+b") as handle:
+        handle.seek(0, 2)
+        if handle.tell():
+            handle.seek(-1, 2)
+            if handle.read(1) != b"\n":  # a kill cut the last line short: keep ours off it
+                lines.insert(0, "\n")
+        handle.write("".join(lines).encode("utf-8"))

@@ -296,3 +296,18 @@ def test_view_help_and_no_browser_without_a_desktop(monkeypatch, capsys):
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     assert browser_available() is False  # a server or container: print the address, open nothing
+
+
+def test_samples_log_starts_a_new_line_after_a_cut_one(tmp_path):
+    from ajet.backbone.sample_log import write_samples
+    from ajet.samples import Sample
+
+    (tmp_path / "samples.jsonl").write_text('{"step": 1, "input_ids": [1, 2')  # killed mid-write
+    sample = Sample(input_ids=[5, 6, 7], loss_mask=[0, 1, 1], old_logprobs=[0.0, -0.5, float("nan")], reward=1.0,
+                    group_id="1/t", agent="assistant", episode_id="e", task_id="t", meta={"calls": [0]})
+    write_samples(tmp_path, 2, [sample, sample], [0.5, -0.5], trained=[0])
+    lines = (tmp_path / "samples.jsonl").read_text().splitlines()
+    assert lines[0] == '{"step": 1, "input_ids": [1, 2'
+    rows = [json.loads(line) for line in lines[1:]]
+    assert [(r["index"], r["advantage"], r["trained"]) for r in rows] == [(0, 0.5, True), (1, -0.5, False)]
+    assert rows[0]["old_logprobs"] == [0.0, -0.5, None] and rows[0]["calls"] == [0]  # NaN is not JSON
