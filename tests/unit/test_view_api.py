@@ -311,3 +311,14 @@ def test_samples_log_starts_a_new_line_after_a_cut_one(tmp_path):
     rows = [json.loads(line) for line in lines[1:]]
     assert [(r["index"], r["advantage"], r["trained"]) for r in rows] == [(0, 0.5, True), (1, -0.5, False)]
     assert rows[0]["old_logprobs"] == [0.0, -0.5, None] and rows[0]["calls"] == [0]  # NaN is not JSON
+
+
+def test_without_the_tokenizer_tokens_are_ids_only(folders):
+    from ajet.view.tokens import token_view
+
+    episode = _lines(folders["run"] / "episodes.jsonl")[0]
+    rows = [s for s in _lines(folders["run"] / "samples.jsonl") if s["episode_id"] == episode["episode_id"]]
+    body = token_view(episode, rows, "/nowhere/model")
+    assert body["tokenizer"] is False and body["samples"][0]["text"] is None
+    assert "could not be loaded offline" in body["tokenizer_note"]
+    assert body["samples"][0]["ids"] == rows[0]["input_ids"]
