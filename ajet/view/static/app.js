@@ -134,7 +134,7 @@ function drawMetricPicker(all) {
 function tick(v) {  // small values (a loss of 1e-5) must not all read "0"
   if (v === 0 || v === null) return v === 0 ? "0" : "";
   const a = Math.abs(v);
-  return a >= 1e4 || a < 1e-3 ? v.toExponential(1) : String(Number(v.toPrecision(3)));
+  return a >= 1e4 || a < 1e-3 ? v.toExponential(1) : String(Number(v.toPrecision(4)));
 }
 
 function drawCharts() {
@@ -161,7 +161,10 @@ function drawCharts() {
     box.append(holder);
     const data = uPlot.join(tables);
     const width = Math.max(300, Math.min(600, Math.floor((box.clientWidth - 16) / 2) - 20));  // two per row
-    const yRange = (u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true));
+    const yRange = (u, min, max) => {  // a flat series (one step, or an all-zero reward) still gets an axis
+      const pad = Math.abs(min) * 0.1 || 1;
+      return min === max ? [min - pad, max + pad] : uPlot.rangeNum(min, max, 0.1, true);
+    };
     charts.plots.push(new uPlot({ width, height: 220, series, scales: { x: { time: false }, y: { range: yRange } },
       axes: [{ label: "step" }, { size: 64, values: (u, ticks) => ticks.map(tick) }], legend: { live: true } }, data, holder));
   }
