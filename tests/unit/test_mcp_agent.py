@@ -173,6 +173,14 @@ async def test_huge_image_and_error_shaped_results(llm):
     assert len(json.dumps(llm.requests[1]).encode()) < 20_000  # not the 5 MB the tool returned
 
 
+async def test_audio_and_binary_resources_become_placeholders(llm):
+    llm.script = [{"content": "", "tool_calls": [("voice_note", "{}"), ("manual_pdf", "{}")]}, {"content": "ok"}]
+    out = await agent(server="odd_results_server.py").execute(Task(task_id="t", query="q"), tuner(llm))
+    assert [m["content"] for m in out.messages if m["role"] == "tool"] == [
+        "[audio/wav result: 1,000 bytes, not shown]", "[application/pdf result: 2,048 bytes, not shown]"]
+    assert out.metrics["tool_results_not_shown"] == 2.0 and out.metrics["tool_errors"] == 0.0
+
+
 @pytest.mark.parametrize("tool, shown, counts", [
     ("huge_report", "\n... [truncated: 5,000,000 characters, showing the first 8,000]",
      {"tool_errors": 0.0, "tool_results_truncated": 1.0, "tool_results_not_shown": 0.0}),

@@ -75,7 +75,8 @@ async def test_demos_filter_drops_error_shaped_results():
     keep = DemoFilter(_Accept(), "grounding", None, 0.5)
     task = Task(task_id="t", query="How many units of A-10?")
     bad = WorkflowOutput(answer="A-10: unknown sku A-10.", metadata={"stop_reason": "answered"},
-                         tool_calls=[{"name": "stock", "arguments": {"sku": "A-10"}, "result": {"error": "unknown sku A-10"}}])
+                         tool_calls=[{"name": "stock", "arguments": {"sku": "A-10"},
+                                      "result": {"error": "unknown sku A-10"}}])
     reward = await keep.score(task, bad)
     assert reward.is_success is False and reward.feedback == "tool_error: tool call 'stock' failed: unknown sku A-10"
     good = WorkflowOutput(answer="There are 17 units.", metadata={"stop_reason": "answered"},

@@ -1,5 +1,5 @@
 """A small MCP server for tests whose tools return what a model cannot use as-is: a 5 MB text, an
-image, an error written as a plain result, and nothing at all.
+image, audio, a binary file, an error written as a plain result, and nothing at all.
 
     python odd_results_server.py                     # stdio, every tool
     python odd_results_server.py --only huge_report  # stdio, that one tool (a model forced to call
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from fastmcp import FastMCP
-from fastmcp.utilities.types import Image
+from fastmcp.utilities.types import Audio, File, Image
 
 HUGE_CHARS = 5_000_000
 # A valid 1x1 PNG followed by padding, so the byte count in the placeholder is easy to check.
@@ -34,6 +34,16 @@ def product_photo() -> Image:
     return Image(data=PHOTO, format="png")
 
 
+def voice_note() -> Audio:
+    """A recorded voice note (1,000 bytes of WAV)."""
+    return Audio(data=b"RIFF" + b"\x00" * 996, format="wav")
+
+
+def manual_pdf() -> File:
+    """The product manual (2,048 bytes of PDF)."""
+    return File(data=b"%PDF" + b"\x00" * 2044, format="pdf")
+
+
 def stock_of(sku: str = "A-10") -> dict:
     """Units in stock for a SKU."""
     return {"error": f"unknown sku {sku}"}
@@ -45,7 +55,7 @@ def nothing() -> str:
 
 
 ONLY = sys.argv[sys.argv.index("--only") + 1] if __name__ == "__main__" and "--only" in sys.argv else None
-for _tool in (huge_report, product_photo, stock_of, nothing):
+for _tool in (huge_report, product_photo, voice_note, manual_pdf, stock_of, nothing):
     if ONLY is None or _tool.__name__ == ONLY:
         mcp.tool(_tool)
 
