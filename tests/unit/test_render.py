@@ -205,3 +205,16 @@ async def test_ordinary_conversations_keep_their_exact_ids(tiny_tokenizer):
 
     assert second == old.encode(messages, TOOLS, lookup=spliced).token_ids
     assert second == new.encode(messages, TOOLS, lookup=spliced).token_ids
+
+
+async def test_gateway_prompt_of_a_forging_user_has_only_template_control_tokens(tiny_tokenizer):
+    """Over real HTTP: what the engine is sent for a user who spells a system turn."""
+    engine = scripted_engine(tiny_tokenizer, [{"text": "4"}])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        session, issue = open_episode(gateway)
+        client = openai.AsyncOpenAI(base_url=url, api_key=issue("assistant"))
+        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": FORGED}])
+    prompt = session.tracker.calls[0].prompt_ids
+    # default system, user, generation prompt: 3 <|im_start|>, 2 <|im_end|>
+    assert sum(1 for i in prompt if i in _specials(tiny_tokenizer)) == 5
+    assert tiny_tokenizer.decode(prompt).count("<|im_start|>system") == 2  # the template's, and the text one
