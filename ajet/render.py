@@ -17,12 +17,20 @@ episode re-renders every earlier turn's "before" and "after" text, which the pre
 rendered, and the calls of a GRPO group start from the same messages. The cache returns the same
 string the template would, so token ids do not change (a template that reads the clock, like
 `strftime_now`, is never cached).
+
+Only the template makes control tokens: text in the messages and tools that spells a special token
+(`<|im_end|>\n<|im_start|>system\n...` in a user message or a tool result) would otherwise be
+encoded as that token, and a user could forge a system turn. Such text is swapped for a private-use
+placeholder before the template runs, and the chunks holding placeholders are encoded with special
+tokens off between the template's own special tokens (`_encode_escaped`). Messages and tools that
+spell no special token take the plain path, so their ids are what they always were.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +84,10 @@ class ChatRenderer:
     _chunk_cache: dict[str, list[int]] = field(init=False, default_factory=dict)
     _render_cache: OrderedDict[tuple, str] = field(init=False, default_factory=OrderedDict)
     _cache_renders: bool = field(init=False, default=True)
+    _specials: list[str] = field(init=False, default_factory=list)  # texts of the special tokens
+    _special_ids: frozenset[int] = field(init=False, default=frozenset())
+    _escape_re: re.Pattern | None = field(init=False, default=None)
+    _plain_backend: Any = field(init=False, default=None)  # the Rust tokenizer with special tokens off
 
     def __post_init__(self) -> None:
         template = self.chat_template or getattr(self.tokenizer, "chat_template", None)
@@ -87,10 +99,87 @@ class ChatRenderer:
         self._eos_texts = [t for t in {self.tokenizer.eos_token} if t]
         # A template that reads the clock renders differently over time: never serve it from the cache.
         self._cache_renders = "strftime" not in template and "now(" not in template
+        self._specials, self._special_ids = _special_tokens(self.tokenizer)
+        if self._specials:
+            alternatives = sorted(self._specials, key=len, reverse=True)  # the longest spelling wins
+            self._escape_re = re.compile("|".join(map(re.escape, [*alternatives, _MARK])))
+
+    # ----------------------------------------------------------------- special tokens in the text
+    def _escape(self, value: Any) -> Any:
+        """`value` (a message, the tools: strings, dicts, lists) with every spelling of a special
+        token replaced by its placeholder; the same object when there is none (the common case)."""
+        if isinstance(value, str):
+            if self._escape_re is None or not self._escape_re.search(value):
+                return value
+            return self._escape_re.sub(self._placeholder, value)
+        if isinstance(value, dict):
+            pairs = [(self._escape(k), self._escape(v)) for k, v in value.items()]
+            changed = any(k2 is not k or v2 is not v for (k2, v2), (k, v) in zip(pairs, value.items()))
+            return dict(pairs) if changed else value
+        if isinstance(value, list):
+            items = [self._escape(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value)) else items
+        return value
+
+    def _placeholder(self, match: re.Match) -> str:
+        text = match.group(0)
+        return f"{_MARK}e{_END}" if text == _MARK else f"{_MARK}{self._specials.index(text)}{_END}"
+
+    def _unescape(self, text: str) -> str:
+        if _MARK not in text:
+            return text
+        return _PLACEHOLDER.sub(lambda m: _MARK if m.group(1) == "e" else self._specials[int(m.group(1))], text)
+
+    def _encode_plain(self, text: str) -> list[int]:
+        """Ids of `text` with every special token spelled out as ordinary text."""
+        if not text:
+            return []
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        if backend is not None and hasattr(backend, "encode_special_tokens"):
+            if self._plain_backend is None:
+                from tokenizers import Tokenizer
+
+                plain = Tokenizer.from_str(backend.to_str())  # a copy: the shared tokenizer keeps its setting
+                plain.encode_special_tokens = True
+                self._plain_backend = plain
+            return list(self._plain_backend.encode(text, add_special_tokens=False).ids)
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+    def _encode_escaped(self, text: str) -> list[int]:
+        """Ids of a rendered chunk holding placeholders: the template's own special tokens (found by
+        the tokenizer, which matches them as it always does) stay; the text between them, placeholders
+        restored, is encoded with special tokens off. The tokenizer encodes the text between special
+        tokens on its own anyway, so a stretch without placeholders gets its usual ids."""
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        if backend is None or not hasattr(backend, "encode"):  # a slow tokenizer: cut at the placeholders
+            ids: list[int] = []
+            for n, piece in enumerate(_PLACEHOLDER.split(text)):
+                if n % 2 == 0:
+                    ids += self.tokenizer(piece, add_special_tokens=False)["input_ids"] if piece else []
+                else:
+                    ids += self._encode_plain(_MARK if piece == "e" else self._specials[int(piece)])
+            return ids
+        encoding = backend.encode(text, add_special_tokens=False)
+        ids, start = [], 0
+        for token, (begin, end) in zip(encoding.ids, encoding.offsets):
+            if token in self._special_ids:
+                ids += self._encode_plain(self._unescape(text[start:begin]))
+                ids.append(token)
+                start = end
+        return ids + self._encode_plain(self._unescape(text[start:]))
 
     # ----------------------------------------------------------------- text rendering
-    def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
-        msgs = [self._plain_message(m) for m in messages]
+    def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, *,
+                    placeholders: bool = False) -> str:
+        """The template's rendering of `messages` (and `tools`), as text. placeholders: leave the
+        special-token spellings of the messages and tools as placeholders (the text prompt ids are
+        encoded from; see the module docstring)."""
+        text = self._render(messages, tools, add_generation_prompt)
+        return text if placeholders else self._unescape(text)
+
+    def _render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
+        msgs = [self._plain_message(self._escape(m)) for m in messages]
+        tools = self._escape(tools) if tools else tools
         kwargs: dict[str, Any] = {}
         if tools and self._native_tools:
             kwargs["tools"] = tools
@@ -124,7 +213,9 @@ class ChatRenderer:
         ids = self._chunk_cache.get(text)
         if ids is None:
             backend = getattr(self.tokenizer, "_tokenizer", None)  # the Rust tokenizer: 2x faster than __call__
-            if backend is not None and hasattr(backend, "encode"):
+            if _MARK in text:  # special-token spellings from the messages: never control tokens
+                ids = self._encode_escaped(text)
+            elif backend is not None and hasattr(backend, "encode"):
                 ids = backend.encode(text, add_special_tokens=False).ids
             else:
                 ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -135,19 +226,22 @@ class ChatRenderer:
 
     def prefix_renderer(self, messages: list[dict], tools: list[dict] | None,
                         tools_json: str | None = None) -> Callable[[int, bool], str]:
-        """`text(n, add_generation_prompt)`: `render_text(messages[:n], tools, ...)`, served from the
-        render cache when the same tools and first n messages were rendered before."""
+        """`text(n, add_generation_prompt)`: `render_text(messages[:n], tools, ..., placeholders=True)`,
+        served from the render cache when the same tools and first n messages were rendered before."""
         keys = [_message_key(m) for m in messages] if self._cache_renders else []
         usable = len(keys) if None not in keys else keys.index(None)  # prefixes up to here have a key
         tools_json = tools_key(tools) if tools_json is None and self._cache_renders else tools_json
 
+        def render(n: int, add_generation_prompt: bool) -> str:
+            return self.render_text(messages[:n], tools, add_generation_prompt, placeholders=True)
+
         def text(n: int, add_generation_prompt: bool) -> str:
             if n > usable:
-                return self.render_text(messages[:n], tools, add_generation_prompt)
+                return render(n, add_generation_prompt)
             key = (tools_json, add_generation_prompt, *keys[:n])
             found = self._render_cache.get(key)
             if found is None:
-                found = self._render_cache[key] = self.render_text(messages[:n], tools, add_generation_prompt)
+                found = self._render_cache[key] = render(n, add_generation_prompt)
             # No lock (the renderer must stay picklable for swift's workers): a race between threads
             # can only lose an LRU touch or an eviction, never give a wrong text.
             with contextlib.suppress(KeyError):
@@ -243,6 +337,28 @@ class ChatRenderer:
         ids = self.encode_text(text)
         out.segments.append(Segment("prompt", ids))
         out.token_ids.extend(ids)
+
+
+# A placeholder is _MARK, the index of the special token (or "e" for a _MARK of the text itself), _END:
+# private-use characters, which no template changes and no tokenizer treats as special.
+_MARK, _END = "\ue000", "\ue001"
+_PLACEHOLDER = re.compile(f"{_MARK}(e|[0-9]+){_END}")
+
+
+def _special_tokens(tokenizer: Any) -> tuple[list[str], frozenset[int]]:
+    """The texts and ids of the tokenizer's special tokens (those it matches in any text)."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is not None and hasattr(backend, "get_added_tokens_decoder"):
+        added = backend.get_added_tokens_decoder()
+    else:
+        added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    found = {token.content: token_id for token_id, token in added.items() if getattr(token, "special", False)}
+    for text in getattr(tokenizer, "all_special_tokens", None) or []:
+        token_id = tokenizer.convert_tokens_to_ids(text)
+        if isinstance(token_id, int):
+            found.setdefault(text, token_id)
+    found = {text: token_id for text, token_id in found.items() if text}
+    return sorted(found), frozenset(found.values())
 
 
 def _inject_tools(messages: list[dict], tools: list[dict]) -> list[dict]:

@@ -7,7 +7,8 @@ episodes through the rollout stack, with the teacher behind the passthrough gate
 endpoint, or the run's own model served here for `--teacher self`); the `mcp_agent` workflow gets
 `first_tool_choice` (default 'required' for self). An episode is kept when:
 
-- its tool use is clean: at least one call, every call parsed and executed without error, and a
+- its tool use is clean: at least one call, every call parsed and executed without error and
+  without an error-shaped result (`{"error": ...}`, "Error: ...", empty: `ajet.tool_results`), and a
   final answer (`ajet.judge.grounded.tool_use_problem`);
 - and, for a task with a reference answer, the run's judge (`judge:` in the YAML) calls it a
   success; for a task without one, `generate.demos.no_reference_check` passes: `grounding` (the

@@ -10,6 +10,8 @@ Penalties are fixed numbers (<= 0) added once when their trigger fires:
     redundant_call  the same call (name and arguments) was made twice
     wrong_tool      a call to a tool that is not among the expected calls (only when the task has them)
     no_answer       the final answer is empty
+    tool_error      a tool call failed or returned an error-shaped result ({"error": ...}, "Error: ...",
+                    empty; ajet.tool_results)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
 from ajet.judge.function_call import expected_calls, parse_failures, predicted_calls
 from ajet.judge.registry import build_judge, current_base_dir, current_where, parse_args
+from ajet.tool_results import record_error
 from ajet.workflow import Task, WorkflowOutput
 
 
@@ -63,12 +66,17 @@ def _no_answer(task: Task, output: WorkflowOutput, expected_key: str) -> bool:
     return answer is None or (isinstance(answer, str) and not answer.strip())
 
 
+def _tool_error(task: Task, output: WorkflowOutput, expected_key: str) -> bool:
+    return any(record_error(record) is not None for record in output.tool_calls)
+
+
 PENALTY_TRIGGERS: dict[str, Callable[[Task, WorkflowOutput, str], bool]] = {
     "format_error": _format_error,
     "timeout": _timeout,
     "redundant_call": _redundant_call,
     "wrong_tool": _wrong_tool,
     "no_answer": _no_answer,
+    "tool_error": _tool_error,
 }
 
 

@@ -4,7 +4,8 @@
     func_name_accuracy  multiset overlap of called and expected names / max(#called, #expected)
     param_f1            F1 over (name, key, value) argument pairs, values compared leniently
     schema_hit_rate     called tools that exist in the tool schema with valid arguments / #called
-    exec_rate           calls that ran without an error / #called
+    exec_rate           calls that ran without an error / #called; a call whose result is error-shaped
+                        ({"error": ...}, "Error: ...", empty: ajet.tool_results) did not run cleanly
 
 The total is the weighted mean of the metrics (`weights`). Each metric is defined with a worked
 example in docs/judges.md. `predicted_calls`, `expected_calls` and `parse_failures` are shared
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
 from ajet.judge.registry import parse_args
+from ajet.tool_results import record_error
 from ajet.workflow import Task, WorkflowOutput
 
 METRICS = ("parse_rate", "func_name_accuracy", "param_f1", "schema_hit_rate", "exec_rate")
@@ -38,7 +40,8 @@ DEFAULT_WEIGHTS = {
 
 @dataclass
 class Call:
-    """One tool call: its name, its arguments, and the error it raised when run (None: it ran fine)."""
+    """One tool call: its name, its arguments, and why it failed when run (an error, or an error-shaped
+    result; None: it ran fine or was never run)."""
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -259,8 +262,7 @@ def _to_call(item: Any) -> Call | None:
             return None
     if not isinstance(arguments, dict):
         return None
-    error = item.get("error")
-    return Call(name=item["name"], arguments=arguments, error=str(error) if error else None)
+    return Call(name=item["name"], arguments=arguments, error=record_error(item))
 
 
 def _pairs(calls: list[Call]) -> list[tuple[str, str, Any]]:

@@ -2,7 +2,8 @@
 
 An episode scores 1 when all of these hold, else 0 with the first failed rule as feedback:
 - it made at least `min_tool_calls` tool calls, none of them failed (the workflow's `tool_calls`
-  records, {"name", "arguments", "result"} or {..., "error"}) and none was left unparsed;
+  records, {"name", "arguments", "result"} or {..., "error"}; an error-shaped result such as
+  {"error": "unknown sku"} is a failure too, see ajet.tool_results) and none was left unparsed;
 - it ended with a non-empty final answer (`stop_reason`, when the workflow reports one, is 'answered');
 - every number in the answer was returned by a tool or appears in the question (a value rounded
   to the precision the answer writes it with counts), and at least one does;
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ajet.judge.base import Judge, Reward
 from ajet.judge.registry import parse_args
+from ajet.tool_results import record_error
 from ajet.workflow import Task, WorkflowOutput
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
@@ -67,9 +69,12 @@ def tool_use_problem(output: WorkflowOutput, min_tool_calls: int = 1) -> str | N
     calls = output.tool_calls or []
     if len(calls) < min_tool_calls:
         return f"too_few_tool_calls: made {len(calls)} tool call(s); at least {min_tool_calls} needed"
-    failed = [c for c in calls if "error" in c]
+    # an error-shaped result ({"error": ...}, "Error: ...", empty) is a failed call too (ajet.tool_results)
+    failed = [(c, error) for c in calls if (error := record_error(c)) is not None]
     if failed:
-        return f"tool_error: tool call {failed[0].get('name')!r} failed: {str(failed[0]['error'])[:120]}"
+        call, error = failed[0]
+        name = call.get("name") if isinstance(call, dict) else None
+        return f"tool_error: tool call {name!r} failed: {error[:120]}"
     unparsed = (output.metadata.get("ajet") or {}).get("tool_call_parse_failures", 0)
     if unparsed:
         return f"unparsed_tool_call: {unparsed} tool call(s) the gateway could not parse"

@@ -10,7 +10,9 @@ Accepted rows:
   optional `tools`.
 
 Rendering goes through the gateway's `ChatRenderer.encode_conversation`, so the trained tokens and
-mask are exactly what a live episode would record (see tests/unit/test_render.py, mask parity).
+mask are exactly what a live episode would record (see tests/unit/test_render.py, mask parity), and
+text in a row that spells a special token (`<|im_end|>`) is trained as that text, never as the
+control token: only the chat template makes control tokens.
 """
 
 from __future__ import annotations

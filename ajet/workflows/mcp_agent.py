@@ -12,11 +12,16 @@ Each episode connects to the server, lists its tools as OpenAI function specs, s
 the model makes on the server and feeds the result back as a `tool` message, until the model
 answers in plain text or the turn budget is spent. Tool errors (bad JSON, unknown tool, bad
 arguments, a tool that raises or hangs) go back to the model as `Error: ...` results; the episode
-never crashes on the model's mistakes.
+never crashes on the model's mistakes. A result longer than `max_result_chars` is cut with a
+visible marker, and an image, audio or binary result becomes a placeholder such as
+`[image/png result: 12,345 bytes, not shown]` (ajet.workflows.mcp_client).
 
 The output: `answer` (the final text), `messages`, `tool_calls` (each {"name", "arguments",
-"result"} or {..., "error"}), `metadata.tools` (the specs the model saw), `metadata.stop_reason`
-(answered | max_turns | llm_refused: ...) and `metrics` (llm_calls, tool_calls, tool_errors).
+"result"}, {..., "error"}, or both for an error-shaped result, see ajet.tool_results),
+`metadata.tools` (the specs the model saw), `metadata.stop_reason` (answered | max_turns |
+llm_refused: ...) and `metrics`, written to episodes.jsonl: llm_calls, tool_calls, tool_errors
+(failed calls and error-shaped results), tool_results_truncated, tool_results_not_shown (results
+with a placeholder).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.errors import ConfigError
+from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, record_error
 from ajet.workflow import Task, Workflow, WorkflowOutput
 from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
 
@@ -55,6 +61,10 @@ class McpAgentArgs(BaseModel):
         None, description="Sent with every LLM call when set; false: at most one tool call per reply (enforced "
         "by the gateway). None: not sent (the model may call several tools at once).")
     tool_timeout_s: float = Field(30.0, gt=0, description="A tool call running longer is an error result.")
+    max_result_chars: int = Field(
+        DEFAULT_MAX_RESULT_CHARS, ge=100, description="A tool result longer than this (characters) is cut to "
+        "its first max_result_chars, marked '... [truncated: N characters, showing the first M]', and counted "
+        "in metrics.tool_results_truncated; a huge result would otherwise overflow the next LLM call.")
 
 
 def assistant_message(message: Any) -> dict[str, Any]:
@@ -85,7 +95,7 @@ class McpAgent(Workflow):
             {"role": "user", "content": task.query},
         ]
         records: list[dict[str, Any]] = []
-        answer, stop, llm_calls = "", "max_turns", 0
+        answer, stop, llm_calls, truncated, not_shown = "", "max_turns", 0, 0, 0
         async with open_client(args.server, self.base_dir) as mcp:
             tools = await list_openai_tools(mcp)
             for turn in range(max_turns):
@@ -106,16 +116,20 @@ class McpAgent(Workflow):
                     stop = "answered"
                     break
                 for call in message.tool_calls:
-                    outcome = await call_tool(mcp, call.function.name, call.function.arguments, args.tool_timeout_s)
+                    outcome = await call_tool(mcp, call.function.name, call.function.arguments, args.tool_timeout_s,
+                                              args.max_result_chars)
                     records.append(outcome.record())
+                    truncated += outcome.truncated
+                    not_shown += outcome.not_shown > 0
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-        errors = sum(1 for r in records if "error" in r)
+        errors = sum(1 for r in records if record_error(r) is not None)
         return WorkflowOutput(
             answer=answer,
             messages=messages,
             tool_calls=records,
             metadata={"tools": tools, "stop_reason": stop},
-            metrics={"llm_calls": float(llm_calls), "tool_calls": float(len(records)), "tool_errors": float(errors)},
+            metrics={"llm_calls": float(llm_calls), "tool_calls": float(len(records)), "tool_errors": float(errors),
+                     "tool_results_truncated": float(truncated), "tool_results_not_shown": float(not_shown)},
         )
 
 

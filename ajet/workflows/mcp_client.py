@@ -14,7 +14,10 @@
 
 Every tool failure (bad JSON arguments, unknown tool, a tool that raises or hangs, a transport
 error) comes back from `call_tool` as a `ToolOutcome` with `error` set and content "Error: ...",
-which the agent shows to the model; it never raises.
+which the agent shows to the model; it never raises. A result that is error-shaped
+(`ajet.tool_results`: `{"error": ...}`, "Error: ...", empty) is shown as the tool wrote it and has
+`error` set too. What the model sees is text: a result longer than `max_chars` is cut with a visible
+marker, and an image, audio or binary resource becomes a placeholder naming its type and size.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import fastmcp
 from fastmcp.client.transports import StdioTransport
 
 from ajet.errors import ConfigError
+from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, not_shown, result_error, truncate_text
 
 SERVER_FORMS = ("a Python file defining a fastmcp.FastMCP object (server.py), a command that starts a stdio "
                 "server ('python server.py'), an http(s):// URL, or an MCP config JSON file (mcp_config.json)")
@@ -156,20 +160,24 @@ async def server_tools(server: str, base_dir: str | Path | None = None, timeout_
 
 @dataclass
 class ToolOutcome:
-    """The result of one tool call: `content` is what goes into the `tool` message."""
+    """The result of one tool call: `content` is what goes into the `tool` message. `truncated`: the
+    result was cut to the size limit; `not_shown`: content blocks replaced by a placeholder."""
 
     name: str
     arguments: Any
     content: str
     result: Any = None
     error: str | None = None
+    truncated: bool = False
+    not_shown: int = 0
 
     def record(self) -> dict[str, Any]:
-        """The entry for `WorkflowOutput.tool_calls`."""
+        """The entry for `WorkflowOutput.tool_calls`: the result, and the error when the call failed
+        (an error-shaped result keeps both)."""
         entry: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
-        if self.error is None:
+        if self.result is not None or self.error is None:
             entry["result"] = self.result
-        else:
+        if self.error is not None:
             entry["error"] = self.error
         return entry
 
@@ -189,17 +197,55 @@ def parse_arguments(arguments: str | dict | None) -> dict[str, Any]:
     return value
 
 
-def _text_of(result: Any) -> str:
-    texts = [block.text for block in result.content or [] if getattr(block, "text", None) is not None]
+def _mime(block: Any, default: str) -> str:
+    # MCP SDK v2 renamed mimeType to mime_type; read whichever this version has
+    for attr in ("mime_type", "mimeType"):
+        value = block.__dict__.get(attr) if hasattr(block, "__dict__") else None
+        if isinstance(value, str) and value:
+            return value
+    return default
+
+
+def _base64_bytes(data: Any) -> int | None:
+    """The decoded size of base64 text, without decoding it."""
+    if not isinstance(data, str):
+        return None
+    data = data.strip()
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
+def _block_text(block: Any) -> tuple[str, bool]:
+    """One content block as text, and whether it is a placeholder (the model cannot see the block)."""
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return block.text or "", False
+    if kind in ("image", "audio"):
+        return not_shown(_mime(block, kind), _base64_bytes(getattr(block, "data", None))), True
+    if kind == "resource":
+        resource = block.resource
+        if getattr(resource, "text", None) is not None:
+            return resource.text, False
+        return not_shown(_mime(resource, "binary resource"), _base64_bytes(getattr(resource, "blob", None))), True
+    if kind == "resource_link":
+        return not_shown(f"{_mime(block, 'resource')} link to {block.uri}", None), True
+    return not_shown(str(kind or type(block).__name__), None), True
+
+
+def _text_of(result: Any) -> tuple[str, int]:
+    """The result's content as the text the model sees, and how many blocks are placeholders."""
+    parts = [_block_text(block) for block in result.content or []]
     # Pydantic validation errors end each item with a docs link: noise for a small model.
-    lines = "\n".join(texts).splitlines()
-    return "\n".join(line for line in lines if not line.strip().startswith("For further information visit"))
+    lines = "\n".join(text for text, _ in parts).splitlines()
+    text = "\n".join(line for line in lines if not line.strip().startswith("For further information visit"))
+    return text, sum(1 for _, placeholder in parts if placeholder)
 
 
 async def call_tool(client: fastmcp.Client, name: str, arguments: str | dict | None,
-                    timeout_s: float | None = None) -> ToolOutcome:
+                    timeout_s: float | None = None, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> ToolOutcome:
     """Run one call. Bad JSON, unknown tools, bad arguments, tool errors and calls that take longer
-    than `timeout_s` come back as an outcome with `error` set (content "Error: ..."), never raise."""
+    than `timeout_s` come back as an outcome with `error` set (content "Error: ..."), never raise;
+    so do error-shaped results (content as the tool wrote it). Content longer than `max_chars` is
+    cut (`truncated`); so is the recorded result, which is then the text the model saw."""
     try:
         args = parse_arguments(arguments)
     except ValueError as exc:
@@ -210,12 +256,20 @@ async def call_tool(client: fastmcp.Client, name: str, arguments: str | dict | N
         message = f"tool {name!r} did not answer within {timeout_s:g} s"
         return ToolOutcome(name, args, content=f"Error: {message}", error=message)
     except Exception as exc:  # a transport or protocol failure: report it to the agent, keep going
-        message = f"{type(exc).__name__}: {exc}"
+        message, _ = truncate_text(f"{type(exc).__name__}: {exc}", max_chars)
         return ToolOutcome(name, args, content=f"Error: {message}", error=message)
-    text = _text_of(raw)
+    text, placeholders = _text_of(raw)
+    shown, truncated = truncate_text(text, max_chars)
     if raw.is_error:
-        return ToolOutcome(name, args, content=f"Error: {text}", error=text)
+        message = shown.strip() or "the tool reported an error with no message"
+        return ToolOutcome(name, args, content=f"Error: {message}", error=message, truncated=truncated,
+                           not_shown=placeholders)
     result = raw.structured_content
     if isinstance(result, dict) and set(result) == {"result"}:
         result = result["result"]  # fastmcp wraps non-object return values as {"result": ...}
-    return ToolOutcome(name, args, content=text, result=result if result is not None else text)
+    if result is None or truncated:
+        result = shown  # no structure, or too large to keep: the record holds what the model saw
+    problem = result_error(result)
+    error = truncate_text(problem, max_chars)[0] if problem is not None else None
+    return ToolOutcome(name, args, content=shown, result=result, error=error, truncated=truncated,
+                       not_shown=placeholders)

@@ -245,3 +245,24 @@ def test_schema_problem(arguments, problem):
 def test_schema_additional_properties_allowed():
     tools = {"f": {"type": "object", "properties": {}, "additionalProperties": True}}
     assert schema_problem(Call("f", {"anything": 1}), tools) is None
+
+
+async def test_exec_rate_counts_error_shaped_results():
+    # docs/judges.md "Error-shaped results": four calls of the expected tool, two of them failed as
+    # plain results (no MCP isError, no `error` key in the record)
+    expected = [{"name": "get_price", "arguments": {"city": "Boston"}}]
+    out = episode([
+        {"name": "get_price", "arguments": {"city": "Boston"}, "result": {"price": 4.1}},  # ran
+        {"name": "get_price", "arguments": {"city": "Boston"}, "result": {"error": "unknown sku"}},  # failed
+        {"name": "get_price", "arguments": {"city": "Boston"}, "result": "Error: timeout"},  # failed
+        {"name": "get_price", "arguments": {"city": "Boston"}, "result": []},  # ran: an empty list is an answer
+    ])
+    reward = await fc().score(task(expected), out)
+    assert reward.parts["exec_rate"] == 0.5  # 2 / 4
+    # the rest is unchanged: names 1/4, param_f1 2*1/(4+1), parse 1, schema 1
+    # total = 0.1*1 + 0.3*0.25 + 0.3*0.4 + 0.1*1 + 0.2*0.5 = 0.495
+    assert reward.total == pytest.approx(0.495, abs=1e-9)
+    empty = episode([{"name": "get_price", "arguments": {"city": "Boston"}, "result": "  "},
+                     {"name": "get_price", "arguments": {"city": "Boston"}, "result": None},
+                     {"name": "get_price", "arguments": {"city": "Boston"}, "result": '{"error": "no such city"}'}])
+    assert (await fc().score(task(expected), empty)).parts["exec_rate"] == 0.0  # empty, None, JSON text error

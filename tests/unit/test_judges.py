@@ -358,3 +358,16 @@ def test_every_judge_yaml_in_the_docs_builds(tmp_path):
         cfg = block.get("ajet", block)["judge"]
         built.append(type(build_judge(cfg, base_dir=tmp_path)).__name__)
     assert built == ["FunctionCallJudge", "CompositeJudge", "LLMJudge", "GroundedJudge", "AgentJudge", "LengthJudge"]
+
+
+async def test_composite_tool_error_penalty_counts_error_shaped_results():
+    # ajet.tool_results: a plain {"error": ...} result is a failed call, like a raised one
+    j = judge("composite", parts=[{"name": "a", "judge": {"type": "exact_match"}}], penalties={"tool_error": -0.25})
+    ok = {"name": "get_price", "arguments": {"city": "Paris"}, "result": {"price": 12.5}}
+    clean = await j.score(task("12.5"), WorkflowOutput(answer="12.5", tool_calls=[ok]))
+    assert clean.total == 1.0 and clean.parts["penalty.tool_error"] == 0.0
+    for failed in ({"result": {"error": "unknown city"}}, {"result": "Error: no data"}, {"result": ""},
+                   {"error": "boom"}):
+        out = WorkflowOutput(answer="12.5", tool_calls=[ok, {"name": "get_price", "arguments": {}, **failed}])
+        reward = await j.score(task("12.5"), out)
+        assert reward.total == 0.75 and reward.parts["penalty.tool_error"] == -0.25  # 1.0 - 0.25

@@ -49,7 +49,8 @@ async def test_tool_errors_and_hangs_go_back_to_the_model(llm):
     assert "boom: x" in out.tool_calls[1]["error"]
     assert out.tool_calls[2]["error"] == "tool 'hang' did not answer within 5 s"
     assert out.answer == "2 + 3 = 5." and out.metadata["stop_reason"] == "answered"
-    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0}
+    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0, "tool_results_truncated": 0.0,
+                           "tool_results_not_shown": 0.0}
     assert [r["tool_choice"] for r in llm.requests] == ["required", "auto", "auto"]
     sent = llm.requests[1]["messages"]
     assert sent[0]["content"].startswith("You are a helpful assistant with tools")
@@ -138,3 +139,74 @@ def test_bad_workflow_args(kwargs, message):
     with pytest.raises(ConfigError) as info:
         McpAgent(**kwargs)
     assert message in str(info.value)
+
+
+# ------------------------------------------------------------------ results a model cannot use as-is
+
+
+async def test_huge_image_and_error_shaped_results(llm):
+    from tests.unit.mcp_servers.odd_results_server import HUGE_CHARS, PNG_BYTES
+
+    llm.script = [
+        {"content": "", "tool_calls": [("huge_report", "{}"), ("product_photo", "{}")]},
+        {"content": "", "tool_calls": [("stock_of", '{"sku": "A-10"}'), ("nothing", "{}")]},
+        {"content": "I could not find it."},
+    ]
+    out = await agent(server="odd_results_server.py", max_result_chars=2000).execute(
+        Task(task_id="t", query="How many units of A-10?"), tuner(llm))
+    tool_messages = [m["content"] for m in out.messages if m["role"] == "tool"]
+    huge, photo, stock, nothing = tool_messages
+    assert len(huge) < 2100 and huge.startswith("sku A-1001 stock 17 warehouse Denver\n")
+    assert huge.endswith(f"\n... [truncated: {HUGE_CHARS:,} characters, showing the first 2,000]")
+    assert photo == f"[image/png result: {PNG_BYTES:,} bytes, not shown]"
+    assert stock == '{"error":"unknown sku A-10"}'  # shown as the tool wrote it, counted as an error
+    assert nothing == ""
+    # the records: what the model saw for the cut result; both result and error for error-shaped ones
+    assert out.tool_calls[0] == {"name": "huge_report", "arguments": {}, "result": huge}
+    assert out.tool_calls[1] == {"name": "product_photo", "arguments": {}, "result": photo}
+    assert out.tool_calls[2] == {"name": "stock_of", "arguments": {"sku": "A-10"},
+                                 "result": {"error": "unknown sku A-10"}, "error": "unknown sku A-10"}
+    assert out.tool_calls[3] == {"name": "nothing", "arguments": {}, "result": "", "error": "empty result"}
+    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 4.0, "tool_errors": 2.0, "tool_results_truncated": 1.0,
+                           "tool_results_not_shown": 1.0}
+    assert out.metadata["stop_reason"] == "answered"
+    assert len(json.dumps(llm.requests[1]).encode()) < 20_000  # not the 5 MB the tool returned
+
+
+async def test_audio_and_binary_resources_become_placeholders(llm):
+    llm.script = [{"content": "", "tool_calls": [("voice_note", "{}"), ("manual_pdf", "{}")]}, {"content": "ok"}]
+    out = await agent(server="odd_results_server.py").execute(Task(task_id="t", query="q"), tuner(llm))
+    assert [m["content"] for m in out.messages if m["role"] == "tool"] == [
+        "[audio/wav result: 1,000 bytes, not shown]", "[application/pdf result: 2,048 bytes, not shown]"]
+    assert out.metrics["tool_results_not_shown"] == 2.0 and out.metrics["tool_errors"] == 0.0
+
+
+@pytest.mark.parametrize("tool, shown, counts", [
+    ("huge_report", "\n... [truncated: 5,000,000 characters, showing the first 8,000]",
+     {"tool_errors": 0.0, "tool_results_truncated": 1.0, "tool_results_not_shown": 0.0}),
+    ("product_photo", "[image/png result: 12,345 bytes, not shown]",
+     {"tool_errors": 0.0, "tool_results_truncated": 0.0, "tool_results_not_shown": 1.0}),
+    ("stock_of", '{"error":"unknown sku ',
+     {"tool_errors": 1.0, "tool_results_truncated": 0.0, "tool_results_not_shown": 0.0}),
+])
+def test_odd_results_on_the_tiny_model_through_ajet_eval(tmp_path, tool, shown, counts):
+    """`ajet eval` with the tiny model, its first call forced onto the server's only tool; the next LLM
+    call gets the result as shown (a 5 MB result once made it a 413 and failed the episode)."""
+    from ajet.cli import main
+
+    server = f"python {SERVERS / 'odd_results_server.py'} --only {tool}"
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"query": "How many units of A-1001 are in stock?"}) + "\n")
+    (tmp_path / "odd.yaml").write_text(
+        "defaults:\n  - workflow: mcp_agent\najet:\n  model: {path: tiny-random}\n"
+        f"  workflow_args: {{server: {json.dumps(server)}, first_tool_choice: required, parallel_tool_calls: false,"
+        " max_turns: 2}\n"
+        "  task_reader: {type: jsonl, train: tasks.jsonl, val: tasks.jsonl}\n  judge: {type: grounded}\n"
+        "  rollout: {max_tokens_per_turn: 32}\n")
+    assert main(["eval", "--conf", str(tmp_path / "odd.yaml"), f"output_dir={tmp_path / 'out'}"]) == 0
+    (line,) = (tmp_path / "out" / "eval_episodes.jsonl").read_text().splitlines()
+    episode = json.loads(line)
+    assert episode["error"] is None and episode["metadata"]["stop_reason"] == "answered"
+    assert [m["role"] for m in episode["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert shown in episode["messages"][3]["content"]
+    assert episode["metrics"] == {"llm_calls": 2.0, "tool_calls": 1.0, **counts}
+    assert episode["tool_calls"][0]["name"] == tool

@@ -227,7 +227,8 @@ async def test_energy_agent_runs_tools_and_answers(llm):
     assert out.tool_calls[1]["error"].startswith("arguments are not valid JSON")
     assert "unknown city 'Gotham'" in out.tool_calls[2]["error"]
     assert len(out.tool_calls) == 3 and out.metadata["stop_reason"] == "answered"
-    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0}
+    assert out.metrics == {"llm_calls": 3.0, "tool_calls": 3.0, "tool_errors": 2.0, "tool_results_truncated": 0.0,
+                           "tool_results_not_shown": 0.0}
     # What the model was sent: the tools every time, the tool results fed back after each call.
     assert [r["model"] for r in llm.requests] == ["policy"] * 3
     assert llm.headers[0]["authorization"] == "Bearer key-assistant"
