@@ -1,251 +1,40 @@
-"""`ajet serve`: an engine behind an OpenAI-compatible HTTP server that speaks vLLM's completions protocol.
+"""`ajet serve`: an engine behind an OpenAI-compatible HTTP server that speaks vLLM's protocol.
 
-`create_serve_app(engine, tokenizer, model_name)` serves `GET /v1/models` and `POST /v1/completions`
-with token-id prompts (`"prompt": [1, 2, 3]`) or text prompts, and answers like vLLM's OpenAI server:
-`choices[i].text`, `token_ids` and `prompt_token_ids` (vLLM's `return_token_ids`, on by default here),
-`logprobs.tokens` as `"token_id:N"` strings (vLLM's `--return-tokens-as-token-ids`, on by default
-here) with `token_logprobs`, `finish_reason`, `stop_reason` and `usage`. So the `remote` engine
-works against it exactly as against vLLM. Bad input gets an OpenAI-style error body with status
-400 (404 for an unknown model or route, 405 for a wrong method, 408 for a body that does not arrive,
-413 for an oversized body), never a 500. A client that disconnects cancels its generation.
+`create_serve_app(engine, tokenizer, model_name)` serves `GET /v1/models`, `POST /v1/completions`
+(ajet/serving/completions.py: token-id or text prompts, answered like vLLM's OpenAI server, so the
+`remote` engine works against it exactly as against vLLM) and `GET /health`. Bad input gets an
+OpenAI-style error body with status 400 (404 for an unknown model or route, 405 for a wrong method,
+408 for a body that does not arrive, 413 for an oversized body), never a 500. A client that
+disconnects cancels its generation.
 
 With `enable_lora=True` (`ajet serve --enable-lora`) it also serves vLLM's runtime LoRA endpoints,
 `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` (ajet/serving/lora.py); a request whose `model`
-names a loaded adapter runs with it.
+names a loaded adapter runs with it. With `api_key` every route but /health and /metrics needs
+`Authorization: Bearer KEY` (ajet/serving/auth.py).
 
 `main(model, ...)` loads the `hf` engine and runs uvicorn; `ajet serve` (ajet/cli.py) is its command
-line. The chat endpoint (`/v1/chat/completions`) comes from the gateway module and is mounted through
-`extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens` (512).
+line. The chat endpoint (`/v1/chat/completions`, ajet/serving/chat.py) is the gateway's, mounted
+through `extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-import uuid
 from contextlib import asynccontextmanager
 from typing import Any, Sequence
 
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import Response
 
-from ajet.engine.base import Engine, Generation, SamplingParams
-from ajet.errors import AjetError, GatewayError
-from ajet.gateway.request import (
-    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_sampling, error_response, gone_response,
-    install_error_handlers, openai_error, read_json, until_disconnected, validate,
-)
-from ajet.gateway.request import bad_request as _bad
-from ajet.gateway.server import Gateway
+from ajet.engine.base import Engine
+from ajet.gateway.request import BODY_TIMEOUT_S, SERVE_MAX_TOKENS, install_error_handlers
+from ajet.serving.auth import ApiKeyMiddleware, check_exposure
+from ajet.serving.chat import ServeChat
+from ajet.serving.completions import Completions
 from ajet.serving.lora import LoraAdapters
+from ajet.serving.metrics import mount_metrics
 
 log = logging.getLogger(__name__)
-
-MAX_CHOICES = 128  # prompts x n in one request
-
-
-class CompletionRequest(BaseModel):
-    """The fields of vLLM's CompletionRequest that ajet serve honours; other fields are ignored."""
-
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
-
-    model: str | None = None
-    prompt: str | list[StrictInt] | list[str] | list[list[StrictInt]]
-    max_tokens: int | None = Field(16, ge=0)
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    n: int = Field(1, ge=1, le=MAX_CHOICES)
-    stop: str | list[str] | None = None
-    stop_token_ids: list[StrictInt] | None = None
-    seed: int | None = None
-    logprobs: int | None = Field(None, ge=0, le=20)
-    return_token_ids: bool | None = None
-    return_tokens_as_token_ids: bool | None = None
-    skip_special_tokens: bool = True
-    include_stop_str_in_output: bool = False
-    add_special_tokens: bool = True
-    # Options ajet's engines cannot honour: accepted only at their neutral value (see _UNSUPPORTED).
-    stream: bool | None = False
-    echo: bool | None = False
-    best_of: int | None = None
-    use_beam_search: bool = False
-    suffix: str | None = None
-    logit_bias: dict[str, float] | None = None
-    presence_penalty: float | None = 0.0
-    frequency_penalty: float | None = 0.0
-    repetition_penalty: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    min_tokens: int = 0
-    ignore_eos: bool = False
-
-
-_UNSUPPORTED: dict[str, tuple[Any, ...]] = {
-    "stream": (False, None), "echo": (False, None), "best_of": (None, 1), "use_beam_search": (False,),
-    "suffix": (None, ""), "logit_bias": (None, {}), "presence_penalty": (None, 0.0),
-    "frequency_penalty": (None, 0.0), "repetition_penalty": (None, 1.0), "top_k": (None, 0, -1),
-    "min_p": (None, 0.0), "min_tokens": (0,), "ignore_eos": (False,),
-}
-
-
-class _Server:
-    """State and handlers of one app: the engine, the tokenizer and the limits."""
-
-    def __init__(self, engine: Engine, tokenizer: Any, model_name: str, aliases: Sequence[str],
-                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float, enable_lora: bool):
-        self.engine = engine
-        self.body_timeout_s = body_timeout_s
-        self.tokenizer = tokenizer
-        self.model_name = model_name
-        self.names = {model_name, *aliases}
-        self.lora = LoraAdapters(engine, model_name, self.names, enabled=enable_lora,
-                                 max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
-        self.max_request_bytes = max_request_bytes
-        self.tokens_as_ids = tokens_as_ids
-        self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
-        self.max_positions: int | None = getattr(engine, "max_positions", None)
-        self.eos_ids = set(getattr(engine, "eos_ids", None) or
-                           ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
-
-    async def models(self) -> dict[str, Any]:
-        card: dict[str, Any] = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet",
-                                "root": self.model_name, "parent": None}
-        if self.max_positions:
-            card["max_model_len"] = self.max_positions
-        return {"object": "list", "data": [card, *self.lora.cards()]}
-
-    async def completions(self, request: Request) -> Response:
-        try:
-            body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
-            req = _validate(body)
-            adapter = self.lora.adapter_for(req.model)
-            prompts = self._prompts(req)
-            jobs = [(i, j) for i in range(len(prompts)) for j in range(req.n)]
-            if len(jobs) > MAX_CHOICES:
-                raise GatewayError(f"{len(prompts)} prompts x n={req.n} asks for {len(jobs)} completions; "
-                                   f"at most {MAX_CHOICES} per request", code="too_many_choices")
-            work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j, adapter)) for i, j in jobs))
-            generations = await until_disconnected(request, work)
-        except GatewayError as exc:
-            return error_response(exc)
-        except ClientGone:
-            return gone_response()
-        except AjetError as exc:
-            log.warning("engine failed: %s", exc)
-            return openai_error(503, f"the engine failed: {exc}", "engine_error")
-        choices = [self._choice(k, prompts[i], gen, req) for k, ((i, _), gen) in enumerate(zip(jobs, generations))]
-        completion_tokens = sum(len(g.token_ids) for g in generations)
-        prompt_tokens = sum(len(p) for p in prompts)
-        return JSONResponse({
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": req.model or self.model_name,
-            "choices": choices,
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
-
-    def _prompts(self, req: CompletionRequest) -> list[list[int]]:
-        raw = req.prompt
-        items: list[Any] = [raw] if isinstance(raw, str) or (raw and isinstance(raw[0], int)) else list(raw)
-        if not items:
-            raise _bad("prompt is empty; send a string or a list of token ids", "prompt")
-        prompts = []
-        for item in items:
-            ids = self.tokenizer.encode(item, add_special_tokens=req.add_special_tokens) \
-                if isinstance(item, str) else list(item)
-            if not ids:
-                raise _bad("prompt is empty; send a string or a list of token ids", "prompt")
-            bad = [t for t in ids if not 0 <= t < self.vocab_size]
-            if bad:
-                raise _bad(f"prompt has token ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}",
-                           "prompt")
-            self._check_length(len(ids), 16 if req.max_tokens is None else req.max_tokens)
-            prompts.append(ids)
-        bad_stops = [t for t in req.stop_token_ids or [] if not 0 <= t < self.vocab_size]
-        if bad_stops:
-            raise _bad(f"stop_token_ids outside the vocabulary [0, {self.vocab_size}): {bad_stops[:5]}",
-                       "stop_token_ids")
-        return prompts
-
-    def _check_length(self, prompt_len: int, max_tokens: int) -> None:
-        limit = self.max_positions
-        if limit is not None and prompt_len + max(max_tokens, 1) > limit:
-            raise GatewayError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} in the completion). "
-                "Reduce the prompt or max_tokens.", code="context_length_exceeded")
-
-    def _choice(self, index: int, prompt: list[int], gen: Generation, req: CompletionRequest) -> dict[str, Any]:
-        text, stop_reason = self._text(gen, req)
-        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
-                                  "finish_reason": gen.finish_reason, "stop_reason": stop_reason}
-        if req.return_token_ids is not False:
-            choice["token_ids"] = list(gen.token_ids)
-            choice["prompt_token_ids"] = list(prompt)
-        if req.logprobs is not None:
-            choice["logprobs"] = self._logprobs(gen, req)
-        return choice
-
-    def _text(self, gen: Generation, req: CompletionRequest) -> tuple[str, str | int | None]:
-        """Completion text as vLLM makes it: the stop token and anything from a stop string on are cut."""
-        ids, stop_reason = gen.token_ids, None
-        stop_ids = set(req.stop_token_ids or [])
-        if gen.finish_reason == "stop" and ids and ids[-1] in (self.eos_ids | stop_ids):
-            stop_reason = ids[-1] if ids[-1] in stop_ids and ids[-1] not in self.eos_ids else None
-            if not req.include_stop_str_in_output:
-                ids = ids[:-1]
-        text = self.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
-        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-        found = [(text.find(s), s) for s in stops if s and s in text]
-        if found:
-            at, stop = min(found)
-            text = text[: at + len(stop)] if req.include_stop_str_in_output else text[:at]
-            stop_reason = stop
-        return text, stop_reason
-
-    def _logprobs(self, gen: Generation, req: CompletionRequest) -> dict[str, Any]:
-        as_ids = self.tokens_as_ids if req.return_tokens_as_token_ids is None else req.return_tokens_as_token_ids
-        pieces = [self.tokenizer.decode([t]) for t in gen.token_ids]
-        tokens = [f"token_id:{t}" for t in gen.token_ids] if as_ids else pieces
-        offsets, at = [], 0
-        for piece in pieces:
-            offsets.append(at)
-            at += len(piece)
-        return {"text_offset": offsets, "token_logprobs": list(gen.logprobs), "tokens": tokens,
-                # Only the sampled token: the engines do not compute alternatives.
-                "top_logprobs": [{tok: lp} for tok, lp in zip(tokens, gen.logprobs)]}
-
-
-def _validate(body: Any) -> CompletionRequest:
-    req = validate(CompletionRequest, body, unions={
-        "prompt": "prompt must be a string, a list of token ids (integers), or a list of strings or of "
-                  "token-id lists",
-        "stop": "stop must be a string or a list of strings"})
-    for name, neutral in _UNSUPPORTED.items():
-        value = getattr(req, name)
-        if value not in neutral:
-            raise _bad(f"{name}={value!r} is not supported by ajet serve; leave it out", name)
-    check_sampling(temperature=req.temperature, top_p=req.top_p, seed=req.seed, stop=req.stop)
-    if req.seed is not None and req.seed + req.n - 1 > 2**63 - 1:  # choice j samples with seed + j
-        raise _bad(f"seed={req.seed} + n={req.n} leaves the 64-bit range; use a smaller seed", "seed")
-    return req
-
-
-def _sampling(req: CompletionRequest, index: int, adapter: str | None) -> SamplingParams:
-    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    return SamplingParams(
-        max_tokens=16 if req.max_tokens is None else req.max_tokens,
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p,
-        stop_token_ids=list(req.stop_token_ids or []),
-        stop=[s for s in stops if s],
-        seed=None if req.seed is None else req.seed + index,  # n > 1 samples must differ
-        adapter=adapter,
-    )
 
 
 def create_serve_app(
@@ -259,6 +48,7 @@ def create_serve_app(
     tokens_as_ids: bool = True,
     body_timeout_s: float = BODY_TIMEOUT_S,
     enable_lora: bool = False,
+    api_key: str | None = None,
 ) -> FastAPI:
     """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
 
@@ -266,9 +56,23 @@ def create_serve_app(
     as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`. body_timeout_s: a request
     body that has not fully arrived by then gets 408 and its connection is closed. enable_lora: serve
     /v1/load_lora_adapter and /v1/unload_lora_adapter (the engine needs `load_adapter`; off: they answer 404).
+    api_key: required as `Authorization: Bearer KEY` on every route but /health and /metrics.
     """
-    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids, body_timeout_s,
-                     enable_lora)
+    lora = LoraAdapters(engine, model_name, {model_name, *aliases}, enabled=enable_lora,
+                        max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
+    completions = Completions(engine, tokenizer, model_name, lora, max_request_bytes=max_request_bytes,
+                              tokens_as_ids=tokens_as_ids, body_timeout_s=body_timeout_s)
+    max_positions = getattr(engine, "max_positions", None)
+
+    async def models() -> dict[str, Any]:
+        card: dict[str, Any] = {"id": model_name, "object": "model", "created": 0, "owned_by": "ajet",
+                                "root": model_name, "parent": None}
+        if max_positions:
+            card["max_model_len"] = max_positions
+        return {"object": "list", "data": [card, *lora.cards()]}
+
+    async def health() -> Response:
+        return Response(status_code=200)  # vLLM's liveness probe: 200, empty body
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -280,18 +84,18 @@ def create_serve_app(
 
     app = FastAPI(title="ajet serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.engine, app.state.tokenizer, app.state.model_name = engine, tokenizer, model_name
-    app.state.lora = server.lora
+    app.state.lora = lora
     router = APIRouter()
-    router.add_api_route("/v1/models", server.models, methods=["GET"])
-    router.add_api_route("/v1/completions", server.completions, methods=["POST"])
-    server.lora.mount(router)
+    router.add_api_route("/v1/models", models, methods=["GET"])
+    router.add_api_route("/v1/completions", completions.handle, methods=["POST"])
+    router.add_api_route("/health", health, methods=["GET"])
+    lora.mount(router)
     app.include_router(router)
     for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
         app.include_router(extra)
-    from ajet.serving.metrics import mount_metrics
-
+    if api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=api_key)  # inside the metrics middleware: 401s are counted
     mount_metrics(app, engine, model_name)  # GET /metrics: Prometheus, vLLM's metric names
-
     install_error_handlers(app)
     return app
 
@@ -312,9 +116,11 @@ def main(
     seed: int = 0,
     log_level: str = "info",
     enable_lora: bool = False,
+    api_key: str | None = None,
 ) -> None:
     """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine.
     `ajet serve --help` (ajet/cli.py) describes every argument."""
+    check_exposure(host, enable_lora, api_key)  # before minutes of model loading
     import uvicorn
 
     from ajet.engine.hf import HFEngine
@@ -324,29 +130,17 @@ def main(
     name = served_model_name or model
     engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
                                       model_name=name, seed=seed)
-    # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
-    chat = _ServeChat(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
-                      require_key=False, default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
-                      body_timeout_s=body_timeout_s)
+    # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; no episode keys.
+    chat = ServeChat(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
+                     default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
+                     body_timeout_s=body_timeout_s)
     app = create_serve_app(engine, engine.tokenizer, name, extra_routers=[chat.router], aliases=[path],
-                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s, enable_lora=enable_lora)
+                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s, enable_lora=enable_lora,
+                           api_key=api_key)
     chat.lora = app.state.lora
     app.state.chat_template = chat_template
     _log_to_stderr(log_level)  # adapter loads and engine failures show next to uvicorn's lines
     uvicorn.run(app, host=host, port=port, log_level=log_level)
-
-
-class _ServeChat(Gateway):
-    """The chat endpoint of `ajet serve`: a request whose `model` names a loaded LoRA adapter runs with
-    it; any other name gets the model as it is (chat requests never named a model here before)."""
-
-    lora: LoraAdapters | None = None
-
-    def _sampling(self, session: Any, chat: Any, tools_json: str) -> SamplingParams:
-        sampling = super()._sampling(session, chat, tools_json)
-        if self.lora is not None and chat.model in self.lora.loaded:
-            sampling.adapter = chat.model
-        return sampling
 
 
 def _log_to_stderr(level: str) -> None:
