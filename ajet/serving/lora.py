@@ -7,8 +7,11 @@ Success is HTTP 200 with a plain-text body, as vLLM answers ("Success: LoRA adap
 successfully."). Errors are `{"error": {"message", "type", "param", "code"}}` with vLLM's types and
 statuses: 400 `InvalidUserInput` (a field missing, the name already loaded without `load_inplace`,
 the base model's name), 404 `NotFoundError` (no adapter folder at the path; unloading a name that is
-not loaded), 400 `BadRequestError` (the folder is there but the engine cannot load it). The server
-reads the folder itself, so the path is one on the server's filesystem.
+not loaded), 400 `BadRequestError` (the folder is there but the engine cannot load it: unreadable or
+truncated weights, tensors missing or of the wrong shape). A failed load changes nothing: the base
+model, every loaded adapter, and an adapter being reloaded in place answer exactly as before
+(ajet/engine/adapters.py loads all or nothing). The server reads the folder itself, so the path is one
+on the server's filesystem; on a non-loopback host `ajet serve` requires an API key for it.
 
 A completions or chat request whose `model` names a loaded adapter runs with it
 (`SamplingParams.adapter`); `/v1/models` lists each adapter after the base model, with `parent`
@@ -96,7 +99,8 @@ class LoraAdapters:
                                   "(no adapter_config.json in that folder on the server's filesystem)", "lora_path")
             try:
                 await asyncio.to_thread(self.engine.load_adapter, name, str(folder))
-            except AjetError as exc:
+            except AjetError as exc:  # the engine loads all or nothing: what served before still does
+                log.warning("loading LoRA adapter %r from %s failed: %s", name, path, exc)
                 return vllm_error(400, "BadRequestError", f"Loading lora {name} failed: {exc}", "lora_path")
             self.loaded.pop(name, None)
             self.loaded[name] = str(folder)
@@ -113,7 +117,12 @@ class LoraAdapters:
         async with self._lock:
             if name not in self.loaded:
                 return vllm_error(404, "NotFoundError", f"The lora adapter '{name}' cannot be found.", "lora_name")
-            await asyncio.to_thread(self.engine.unload_adapter, name)
+            try:
+                await asyncio.to_thread(self.engine.unload_adapter, name)
+            except AjetError as exc:  # the engine no longer has it: nothing serves under this name
+                del self.loaded[name]
+                log.warning("unloading LoRA adapter %r: %s", name, exc)
+                return vllm_error(404, "NotFoundError", f"The lora adapter '{name}' cannot be found.", "lora_name")
             del self.loaded[name]
         log.info("Removed LoRA adapter: name '%s'", name)
         return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
