@@ -154,13 +154,15 @@ async def test_a_failed_in_place_reload_keeps_the_old_version_which_unloads(clie
 
 def test_the_issue_repro_on_a_real_ajet_serve(tiny_model_path, folders, tmp_path):
     """The issue's own steps against `ajet serve --model tiny-random --enable-lora` in a subprocess."""
-    with ajet_serve(tiny_model_path, tmp_path / "serve.log", "--enable-lora") as url, httpx.Client(base_url=url,
-                                                                                                   timeout=120) as http:
+    serve = ajet_serve(tiny_model_path, tmp_path / "serve.log", "--enable-lora")
+    with serve as url, httpx.Client(base_url=url, timeout=120) as http:
         greedy = {"prompt": PROMPT, "max_tokens": 6, "temperature": 0}
         before = http.post("/completions", json=greedy).json()["choices"][0]["token_ids"]
         for breaker in (_wrong_shape, _truncated, _missing_tensors):
-            answer = http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": str(folders[breaker.__name__])})
+            folder = str(folders[breaker.__name__])
+            answer = http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": folder})
             assert answer.status_code == 400, answer.text
             assert http.post("/completions", json=greedy).json()["choices"][0]["token_ids"] == before
-        assert http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": str(folders["other"])}).status_code == 200
+        good = http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": str(folders["other"])})
+        assert good.status_code == 200
         assert http.post("/unload_lora_adapter", json={"lora_name": "g"}).status_code == 200
