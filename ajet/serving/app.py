@@ -28,7 +28,7 @@ from fastapi.responses import Response
 
 from ajet.engine.base import Engine
 from ajet.gateway.request import BODY_TIMEOUT_S, SERVE_MAX_TOKENS, install_error_handlers
-from ajet.serving.auth import ApiKeyMiddleware, check_exposure
+from ajet.serving.auth import ApiKeyMiddleware, check_exposure, is_loopback
 from ajet.serving.chat import ServeChat
 from ajet.serving.completions import Completions
 from ajet.serving.lora import LoraAdapters
@@ -140,6 +140,9 @@ def main(
     chat.lora = app.state.lora
     app.state.chat_template = chat_template
     _log_to_stderr(log_level)  # adapter loads and engine failures show next to uvicorn's lines
+    if not api_key and not is_loopback(host):
+        log.warning("serving on %s without an API key: anyone who can reach port %d can use the model "
+                    "(set --api-key or VLLM_API_KEY)", host, port)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
