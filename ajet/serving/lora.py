@@ -64,15 +64,22 @@ class LoraAdapters:
         """The adapter a request's `model` names (None: the base model); 404 for an unknown name."""
         if model is None or model in self.base_names:
             return None
-        if model in self.loaded:
+        if model in self._serving():
             return model
-        names = ", ".join(f"`{n}`" for n in [self.base_name, *self.loaded])
+        names = ", ".join(f"`{n}`" for n in [self.base_name, *self._serving()])
         raise GatewayError(f"The model `{model}` does not exist; this server serves {names} (GET /v1/models)",
                            status=404, code="model_not_found")
 
     def cards(self) -> list[dict[str, Any]]:
-        return [{"id": name, "object": "model", "created": 0, "owned_by": "ajet", "root": path,
-                 "parent": self.base_name} for name, path in self.loaded.items()]
+        serving = self._serving()
+        return [{"id": name, "object": "model", "created": 0, "owned_by": "ajet", "root": self.loaded[name],
+                 "parent": self.base_name} for name in serving]
+
+    def _serving(self) -> list[str]:
+        """Loaded names the engine really serves, in load order: `/v1/models` and routing never
+        offer a name the engine would answer with an error."""
+        engine_has = getattr(getattr(self.engine, "adapters", None), "loaded", None)
+        return [name for name in self.loaded if engine_has is None or name in engine_has]
 
     def mount(self, router: APIRouter) -> None:
         router.add_api_route("/v1/load_lora_adapter", self.load, methods=["POST"])
