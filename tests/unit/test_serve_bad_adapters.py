@@ -7,75 +7,26 @@ which unloads cleanly. Over real HTTP on 127.0.0.1, in process and in a real `aj
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import httpx
 import pytest
-import torch
-from peft import LoraConfig, get_peft_model
-from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM
 
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import GatewayServer
 from ajet.serving.app import create_serve_app
 from ajet.serving.chat import ServeChat
 from tests.e2e.serve_process import ajet_serve
+from tests.unit.bad_adapters import BAD, missing_tensors, save_adapter, truncated, wrong_rank, wrong_shape
 
 PROMPT = [1, 2, 3, 4, 5]
-WEIGHTS = "adapter_model.safetensors"
-
-
-def _save(tiny_model_path: str, folder: Path, seed: int) -> Path:
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=32, target_modules="all-linear",
-                                                  init_lora_weights=False))  # random B: the adapter changes outputs
-    peft_model.save_pretrained(folder)
-    return folder
-
-
-def _wrong_shape(folder: Path) -> None:
-    tensors = load_file(folder / WEIGHTS)
-    last = sorted(tensors)[-1]
-    tensors[last] = torch.zeros(tensors[last].shape[0] + 1, tensors[last].shape[1])
-    save_file(tensors, folder / WEIGHTS)
-
-
-def _truncated(folder: Path) -> None:
-    data = (folder / WEIGHTS).read_bytes()
-    (folder / WEIGHTS).write_bytes(data[: len(data) // 2])
-
-
-def _missing_tensors(folder: Path) -> None:  # the config keeps init_lora_weights: false
-    tensors = load_file(folder / WEIGHTS)
-    save_file({k: v for k, v in tensors.items() if "layers.1." not in k}, folder / WEIGHTS)
-
-
-def _wrong_rank(folder: Path) -> None:
-    config = json.loads((folder / "adapter_config.json").read_text())
-    (folder / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
-
-
-def _no_config(folder: Path) -> None:
-    (folder / "adapter_config.json").unlink()
-
-
-BAD = {  # how the folder is broken -> (status, a phrase of the message)
-    _wrong_shape: (400, "needs [32, 4]"),
-    _truncated: (400, "truncated or corrupt"),
-    _missing_tensors: (400, "lacks 14 of the 28 tensors"),
-    _wrong_rank: (400, "(r=8) needs [8, 64]"),
-    _no_config: (404, "No adapter found"),
-}
 
 
 @pytest.fixture(scope="module")
 def folders(tiny_model_path, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("adapters")
-    saved = {"keep": _save(tiny_model_path, root / "keep", 3), "other": _save(tiny_model_path, root / "other", 5)}
+    saved = {"keep": save_adapter(tiny_model_path, root / "keep", 3), "other": save_adapter(tiny_model_path, root / "other", 5)}
     for breaker in BAD:
         shutil.copytree(saved["other"], root / breaker.__name__)
         breaker(root / breaker.__name__)
@@ -140,7 +91,7 @@ async def test_a_failed_load_leaves_the_base_model_and_loaded_adapters_as_they_w
 async def test_a_failed_in_place_reload_keeps_the_old_version_which_unloads(client, folders):
     assert (await _load(client, "g", folders["keep"])).status_code == 200
     before = await _greedy(client, "g")
-    for breaker in (_wrong_shape, _truncated, _missing_tensors, _wrong_rank):
+    for breaker in (wrong_shape, truncated, missing_tensors, wrong_rank):
         answer = await _load(client, "g", folders[breaker.__name__], inplace=True)
         assert answer.status_code == 400, answer.text
         assert await _greedy(client, "g") == before  # the old version still serves
@@ -158,7 +109,7 @@ def test_the_issue_repro_on_a_real_ajet_serve(tiny_model_path, folders, tmp_path
     with serve as url, httpx.Client(base_url=url, timeout=120) as http:
         greedy = {"prompt": PROMPT, "max_tokens": 6, "temperature": 0}
         before = http.post("/completions", json=greedy).json()["choices"][0]["token_ids"]
-        for breaker in (_wrong_shape, _truncated, _missing_tensors):
+        for breaker in (wrong_shape, truncated, missing_tensors):
             folder = str(folders[breaker.__name__])
             answer = http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": folder})
             assert answer.status_code == 400, answer.text
