@@ -14,7 +14,7 @@
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone` (train, setup), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
-bench), `ajet.serve` (serve), `ajet.export`, `ajet.generate` and `ajet.task_reader.xlam` (data),
+bench), `ajet.serving` (serve), `ajet.export`, `ajet.generate` and `ajet.task_reader.xlam` (data),
 imported only when their command runs, so `--help` and `--cfg` stay fast (no torch). Every
 `AjetError` is printed as one red paragraph without a traceback and exits with its `exit_code` (2);
 Ctrl-C exits 130.
@@ -203,20 +203,30 @@ def _serve(argv: list[str]) -> int:
                         help="uvicorn's log level (default: %(default)s)")
     parser.add_argument("--enable-lora", action="store_true",
                         help="serve vLLM's runtime LoRA endpoints /v1/load_lora_adapter and /v1/unload_lora_adapter "
-                             "(what VLLM_ALLOW_RUNTIME_LORA_UPDATING=True turns on in vLLM)")
+                             "(what VLLM_ALLOW_RUNTIME_LORA_UPDATING=True turns on in vLLM). They load folders from "
+                             "this machine's disk, so on a --host other than loopback an API key is required")
+    parser.add_argument("--api-key", metavar="KEY",
+                        help="require 'Authorization: Bearer KEY' on every route but /health and /metrics, as "
+                             "vLLM's --api-key (default: the VLLM_API_KEY environment variable; unset: no key)")
     args = parser.parse_args(argv)
     for flag, value in (("--max-batch-size", args.max_batch_size), ("--max-tokens", args.max_tokens),
                         ("--max-request-bytes", args.max_request_bytes), ("--body-timeout", args.body_timeout)):
         if not value > 0:
             parser.error(f"{flag} must be > 0, got {value}")
-    from ajet.serve import main as serve_main
+    if args.api_key is not None and not args.api_key.strip():
+        parser.error("--api-key must not be empty")
+    from ajet.serving.auth import check_exposure, resolve_api_key
+
+    api_key = resolve_api_key(args.api_key)
+    check_exposure(args.host, args.enable_lora, api_key)  # refused before anything loads
+    from ajet.serving.app import main as serve_main
 
     return _exit_code(serve_main(
         model=args.model, host=args.host, port=args.port, chat_template=args.chat_template,
         max_batch_size=args.max_batch_size, device=args.device, dtype=args.dtype,
         served_model_name=args.served_model_name, default_max_tokens=args.max_tokens,
         max_request_bytes=args.max_request_bytes, body_timeout_s=args.body_timeout, seed=args.seed,
-        log_level=args.log_level, enable_lora=args.enable_lora))
+        log_level=args.log_level, enable_lora=args.enable_lora, api_key=api_key))
 
 
 def _export(argv: list[str]) -> int:

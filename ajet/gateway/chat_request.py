@@ -2,20 +2,25 @@
 
 Messages, content parts, tool calls and tool specs are checked shape by shape, so a request the
 renderer, the tracker or the tool-call parser could trip over is refused here with a 400 naming the
-field (`messages.1.tool_calls.0.function.name`). Fields ajet does not use are accepted and ignored.
+field (`messages.1.tool_calls.0.function.name`). Fields ajet does not use are accepted and ignored,
+except the sampling options OpenAI defines that an engine would have to apply (penalties,
+`logit_bias`, `top_logprobs` alternatives): those are checked like completions checks them, and a
+value other than the neutral one is refused (400 naming it) rather than silently not applied.
+`logprobs: true` is honoured: the sampled tokens' logprobs come back in `choices[0].logprobs.content`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from ajet.gateway.request import bad_request as _bad
 from ajet.gateway.request import check_sampling, validate
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CHOICES = ("none", "auto", "required")
+MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
 
 
 class ChatRequest(BaseModel):
@@ -36,6 +41,11 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     seed: int | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -53,7 +63,29 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if isinstance(chat.stream_options, dict) and not isinstance(chat.stream_options.get("include_usage", False), bool):
         raise _bad("stream_options.include_usage must be true or false", "stream_options")
     check_sampling(temperature=chat.temperature, top_p=chat.top_p, seed=chat.seed, stop=chat.stop)
+    _check_unsupported(chat)
     return chat
+
+
+def _check_unsupported(chat: ChatRequest) -> None:
+    """Options the engines cannot apply, refused at any value but the neutral one (as completions does)."""
+    if chat.top_logprobs is not None and chat.logprobs is not True:
+        raise _bad("top_logprobs needs logprobs: true", "top_logprobs")
+    if chat.top_logprobs:
+        raise _bad(f"top_logprobs={chat.top_logprobs} is not supported: ajet's engines return the logprob of the "
+                   "sampled token only (logprobs: true), not alternatives; use top_logprobs 0 or leave it out",
+                   "top_logprobs")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(chat, name):
+            raise _bad(f"{name}={getattr(chat, name)!r} is not supported by ajet's engines; leave it out or send 0",
+                       name)
+    bias = chat.logit_bias or {}
+    for key, value in bias.items():
+        if not key.isdigit() or not -100 <= value <= 100:
+            raise _bad(f"logit_bias maps token ids (integer strings) to numbers in [-100, 100]; got {key!r}: "
+                       f"{value!r}", "logit_bias")
+    if bias:
+        raise _bad("logit_bias is not supported by ajet's engines; leave it out", "logit_bias")
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> set[str]:

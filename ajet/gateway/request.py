@@ -6,6 +6,7 @@ cancelled when the client goes away.
                                                within timeout_s, 400 for bad JSON / too deep / bad Unicode
     validate(Model, body)                      400 naming the first field the request model refuses
     check_sampling(...)                        400 naming the parameter (seed, temperature, top_p, stop)
+    check_context_length(prompt, max_tokens)   400 context_length_exceeded when they outgrow the model
     until_disconnected(request, work)          awaits work; cancels it when the client disconnects
     install_error_handlers(app)                404 / 405 / 500 as {"error": {...}} like OpenAI's
 """
@@ -125,6 +126,18 @@ def check_sampling(*, temperature: float | None = None, top_p: float | None = No
     long = [s for s in stops if len(s) > MAX_STOP_CHARS]
     if long:
         raise bad_request(f"a stop string is {len(long[0])} characters; at most {MAX_STOP_CHARS} are allowed", "stop")
+
+
+def check_context_length(prompt_tokens: int, max_tokens: int, limit: int | None, *, source: str = "prompt") -> None:
+    """vLLM's rule for completions and chat alike: the prompt plus the requested max_tokens must fit the
+    model's context (`limit`; None: unknown, nothing checked), else 400 `context_length_exceeded`. A
+    huge max_tokens (1e12, 2**70) is refused here instead of generating to the context limit."""
+    if limit is not None and prompt_tokens + max(max_tokens, 1) > limit:
+        what = "the prompt" if source == "prompt" else "the messages"
+        raise GatewayError(
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in {what}, {max_tokens} in the completion). "
+            f"Reduce {what} or max_tokens.", code="context_length_exceeded")
 
 
 def bad_request(message: str, param: str | None) -> GatewayError:

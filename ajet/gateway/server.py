@@ -25,8 +25,8 @@ from ajet.errors import AjetError, GatewayError
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
 from ajet.gateway.request import (
-    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, error_response, gone_response, install_error_handlers,
-    openai_error, read_json, until_disconnected,
+    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_context_length, error_response, gone_response,
+    install_error_handlers, openai_error, read_json, until_disconnected,
 )
 from ajet.gateway.constraints import guided_decoding
 from ajet.models import eos_token_ids
@@ -136,6 +136,7 @@ class Gateway:
         tools = chat.tools if use_tools else None
         tracker = session.tracker
         tools_json = tools_key(tools)  # computed once: the render cache, the constraint cache and the tracker key on it
+        sampling = self._sampling(session, chat, tools_json if tools else tools_key(chat.tools))  # 404/400 first
         prompt = self.renderer.encode(
             chat.messages, tools, tracker.lookup(agent), tracker.is_think_stripped(agent), tools_json=tools_json
         )
@@ -143,7 +144,12 @@ class Gateway:
             raise GatewayError(
                 f"prompt is {len(prompt.token_ids)} tokens; the limit (rollout.max_prompt_tokens) is "
                 f"{self.max_prompt_tokens}", code="context_length_exceeded")
-        sampling = self._sampling(session, chat, tools_json if tools else tools_key(chat.tools))
+        requested = chat.max_completion_tokens or chat.max_tokens
+        if not self.require_key and requested is not None:
+            # Keyless (`ajet serve`): vLLM's rule, as completions. An episode's request is capped at the
+            # rollout's max_tokens instead (documented), so training keeps its behaviour.
+            check_context_length(len(prompt.token_ids), requested, getattr(self.engine, "max_positions", None),
+                                 source="messages")
         started = time.perf_counter()
         generation = await self.engine.generate(prompt.token_ids, sampling)
         text, ends_with_eos = self._decode(generation.token_ids, sampling.stop)
@@ -173,7 +179,8 @@ class Gateway:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": chat.model or self.model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": self._logprobs(generation, ends_with_eos) if chat.logprobs else None}],
             "usage": {
                 "prompt_tokens": len(prompt.token_ids),
                 "completion_tokens": len(generation.token_ids),
@@ -191,7 +198,24 @@ class Gateway:
             stop=stop,
             seed=chat.seed if chat.seed is not None else session.call_seed(),
             guided=self._guided(chat, tools_json),
+            adapter=self._adapter(chat),
         )
+
+    def _adapter(self, chat: ChatRequest) -> str | None:
+        """The LoRA adapter a request's `model` names; None: the model as it is (any name is accepted
+        here; `ajet serve` overrides this to route adapter names and refuse unknown ones with 404)."""
+        return None
+
+    def _logprobs(self, generation: Any, ends_with_eos: bool) -> dict[str, Any]:
+        """OpenAI's `choices[0].logprobs`: each sampled token of the answer (the EOS left out, as from
+        the text) with its logprob; no alternatives (`top_logprobs` > 0 is refused at the door)."""
+        n = len(generation.token_ids) - (1 if ends_with_eos else 0)
+        content = []
+        for token_id, logprob in zip(generation.token_ids[:n], generation.logprobs[:n]):
+            piece = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            content.append({"token": piece, "logprob": logprob, "bytes": list(piece.encode("utf-8")),
+                            "top_logprobs": []})
+        return {"content": content}
 
     def _guided(self, chat: ChatRequest, tools_json: str) -> GuidedDecoding | None:
         """The request's constraint (`guided_decoding`), built once per distinct tools and choice:
@@ -230,12 +254,13 @@ def _sse_chunks(result: dict[str, Any], chat: ChatRequest):
     choice = result["choices"][0]
     message = choice["message"]
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+    def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> str:
+        one = {"index": 0, "delta": delta, "finish_reason": finish, **({"logprobs": logprobs} if logprobs else {})}
+        return "data: " + json.dumps({**base, "choices": [one]}) + "\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
     if message.get("content"):
-        yield chunk({"content": message["content"]})
+        yield chunk({"content": message["content"]}, logprobs=choice.get("logprobs"))
     for index, call in enumerate(message.get("tool_calls") or []):
         yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
                                      "function": call["function"]}]})

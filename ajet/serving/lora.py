@@ -7,8 +7,11 @@ Success is HTTP 200 with a plain-text body, as vLLM answers ("Success: LoRA adap
 successfully."). Errors are `{"error": {"message", "type", "param", "code"}}` with vLLM's types and
 statuses: 400 `InvalidUserInput` (a field missing, the name already loaded without `load_inplace`,
 the base model's name), 404 `NotFoundError` (no adapter folder at the path; unloading a name that is
-not loaded), 400 `BadRequestError` (the folder is there but the engine cannot load it). The server
-reads the folder itself, so the path is one on the server's filesystem.
+not loaded), 400 `BadRequestError` (the folder is there but the engine cannot load it: unreadable or
+truncated weights, tensors missing or of the wrong shape). A failed load changes nothing: the base
+model, every loaded adapter, and an adapter being reloaded in place answer exactly as before
+(ajet/engine/adapters.py loads all or nothing). The server reads the folder itself, so the path is one
+on the server's filesystem; on a non-loopback host `ajet serve` requires an API key for it.
 
 A completions or chat request whose `model` names a loaded adapter runs with it
 (`SamplingParams.adapter`); `/v1/models` lists each adapter after the base model, with `parent`
@@ -61,15 +64,22 @@ class LoraAdapters:
         """The adapter a request's `model` names (None: the base model); 404 for an unknown name."""
         if model is None or model in self.base_names:
             return None
-        if model in self.loaded:
+        if model in self._serving():
             return model
-        names = ", ".join(f"`{n}`" for n in [self.base_name, *self.loaded])
+        names = ", ".join(f"`{n}`" for n in [self.base_name, *self._serving()])
         raise GatewayError(f"The model `{model}` does not exist; this server serves {names} (GET /v1/models)",
                            status=404, code="model_not_found")
 
     def cards(self) -> list[dict[str, Any]]:
-        return [{"id": name, "object": "model", "created": 0, "owned_by": "ajet", "root": path,
-                 "parent": self.base_name} for name, path in self.loaded.items()]
+        serving = self._serving()
+        return [{"id": name, "object": "model", "created": 0, "owned_by": "ajet", "root": self.loaded[name],
+                 "parent": self.base_name} for name in serving]
+
+    def _serving(self) -> list[str]:
+        """Loaded names the engine really serves, in load order: `/v1/models` and routing never
+        offer a name the engine would answer with an error."""
+        engine_has = getattr(getattr(self.engine, "adapters", None), "loaded", None)
+        return [name for name in self.loaded if engine_has is None or name in engine_has]
 
     def mount(self, router: APIRouter) -> None:
         router.add_api_route("/v1/load_lora_adapter", self.load, methods=["POST"])
@@ -96,7 +106,8 @@ class LoraAdapters:
                                   "(no adapter_config.json in that folder on the server's filesystem)", "lora_path")
             try:
                 await asyncio.to_thread(self.engine.load_adapter, name, str(folder))
-            except AjetError as exc:
+            except AjetError as exc:  # the engine loads all or nothing: what served before still does
+                log.warning("loading LoRA adapter %r from %s failed: %s", name, path, exc)
                 return vllm_error(400, "BadRequestError", f"Loading lora {name} failed: {exc}", "lora_path")
             self.loaded.pop(name, None)
             self.loaded[name] = str(folder)
@@ -113,7 +124,12 @@ class LoraAdapters:
         async with self._lock:
             if name not in self.loaded:
                 return vllm_error(404, "NotFoundError", f"The lora adapter '{name}' cannot be found.", "lora_name")
-            await asyncio.to_thread(self.engine.unload_adapter, name)
+            try:
+                await asyncio.to_thread(self.engine.unload_adapter, name)
+            except AjetError as exc:  # the engine no longer has it: nothing serves under this name
+                del self.loaded[name]
+                log.warning("unloading LoRA adapter %r: %s", name, exc)
+                return vllm_error(404, "NotFoundError", f"The lora adapter '{name}' cannot be found.", "lora_name")
             del self.loaded[name]
         log.info("Removed LoRA adapter: name '%s'", name)
         return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")

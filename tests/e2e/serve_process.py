@@ -23,12 +23,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def ajet_serve(model: str, log: Path, *flags: str, served_name: str | None = "tiny") -> Iterator[str]:
+def ajet_serve(model: str, log: Path, *flags: str, served_name: str | None = "tiny",
+               env: dict[str, str] | None = None) -> Iterator[str]:
     """`ajet serve --model MODEL --served-model-name NAME FLAGS...` (None: served as MODEL); yields its
-    /v1 URL once /v1/models answers, and stops the process at the end. The output goes to `log` (a
-    pipe nobody reads could fill and block the server)."""
+    /v1 URL once /health answers (open with or without an API key), and stops the process at the end.
+    The output goes to `log` (a pipe nobody reads could fill and block the server). env: extra
+    environment variables (VLLM_API_KEY)."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # the tiny model gains nothing from more threads
+    # The tiny model gains nothing from more threads; an API key of the caller's shell must not leak in.
+    env = {**{k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}, "OMP_NUM_THREADS": "1", **(env or {})}
     name = ["--served-model-name", served_name] if served_name else []
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "serve", "--model", model, "--port", str(port),
@@ -41,12 +44,12 @@ def ajet_serve(model: str, log: Path, *flags: str, served_name: str | None = "ti
             if proc.poll() is not None:
                 raise RuntimeError(f"ajet serve exited with {proc.returncode}:\n{log.read_text()}")
             try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"ajet serve did not answer /v1/models within 60 s:\n{log.read_text()}")
+                raise RuntimeError(f"ajet serve did not answer /health within 60 s:\n{log.read_text()}")
             time.sleep(0.2)
         yield url
     finally:

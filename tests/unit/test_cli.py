@@ -1,7 +1,7 @@
 """The `ajet` command line: the installed console script in real subprocesses (--cfg, errors, exit
 codes, no torch import), and the dispatch of each command to its implementation.
 
-The commands' implementations (ajet.backbone.run, ajet.eval.run.run_eval, ajet.serve.main,
+The commands' implementations (ajet.backbone.run, ajet.eval.run.run_eval, ajet.serving.app.main,
 ajet.trainer.export.export_checkpoint) are tested in their own files; here recording stand-ins are
 put in sys.modules so only the argument plumbing of cli.py is under test.
 """
@@ -153,7 +153,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
         "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"],
                                                         export_checkpoint=recorder("export", result=3)),
         "ajet.eval.run": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
-        "ajet.serve": types.SimpleNamespace(main=recorder("serve")),
+        "ajet.serving.app": types.SimpleNamespace(main=recorder("serve")),
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
@@ -196,13 +196,14 @@ def test_eval_passes_model(conf: Path, calls: list) -> None:
     assert (name, args[0].eval.limit, kwargs) == ("run_eval", 3, {"model": "tiny-random"})
 
 
-def test_serve_arguments(calls: list) -> None:
+def test_serve_arguments(calls: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
     assert main(["serve", "--model", "tiny-random", "--port", "8123"]) == 0
     assert calls == [("serve", (), {"model": "tiny-random", "host": "127.0.0.1", "port": 8123,
                                     "chat_template": None, "max_batch_size": 16, "device": "auto",
                                     "dtype": "auto", "served_model_name": None, "default_max_tokens": 512,
                                     "max_request_bytes": 4_000_000, "body_timeout_s": 30.0, "seed": 0,
-                                    "log_level": "info", "enable_lora": False})]
+                                    "log_level": "info", "enable_lora": False, "api_key": None})]
     calls.clear()
     assert main(["serve", "--model", "tiny-random", "--enable-lora"]) == 0
     assert calls[0][2]["enable_lora"] is True
@@ -213,12 +214,17 @@ def test_serve_arguments(calls: list) -> None:
     assert (kwargs["max_batch_size"], kwargs["default_max_tokens"], kwargs["dtype"], kwargs["served_model_name"],
             kwargs["body_timeout_s"]) == (4, 64, "bfloat16", "x", 2.5)
     assert main(["serve", "--model", "m", "--max-tokens", "0"]) == 2  # refused before anything loads
+    calls.clear()
+    assert main(["serve", "--model", "m", "--api-key", "k1"]) == 0 and calls[0][2]["api_key"] == "k1"
+    monkeypatch.setenv("VLLM_API_KEY", "k2")  # vLLM's variable, when no --api-key is given
+    assert main(["serve", "--model", "m"]) == 0 and calls[1][2]["api_key"] == "k2"
 
 
 def test_serve_has_one_command_line() -> None:
-    """`ajet serve` is the only parser: ajet/serve.py holds none of its own."""
-    source = (Path(__file__).resolve().parents[2] / "ajet" / "serve.py").read_text()
-    assert "argparse" not in source and "__main__" not in source
+    """`ajet serve` is the only parser: ajet/serving/ holds none of its own."""
+    for module in (Path(__file__).resolve().parents[2] / "ajet" / "serving").glob("*.py"):
+        source = module.read_text()
+        assert "argparse" not in source and "__main__" not in source, module
 
 
 def test_export_arguments_and_exit_code(calls: list) -> None:

@@ -15,7 +15,7 @@ import pytest
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import Gateway, GatewayServer
-from ajet.serve import create_serve_app
+from ajet.serving.app import create_serve_app
 from tests.unit.gw_helpers import open_episode, running_gateway, scripted_engine
 
 USER = [{"role": "user", "content": "hi"}]

@@ -15,7 +15,7 @@ from ajet.engine.hf import HFEngine
 from ajet.engine.remote import RemoteEngine
 from ajet.errors import ConfigError, EngineError
 from ajet.gateway.server import GatewayServer
-from ajet.serve import create_serve_app
+from ajet.serving.app import create_serve_app
 from ajet.trainer.policy import load_policy
 
 

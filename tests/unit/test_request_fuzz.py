@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import Gateway, GatewayServer, create_app
-from ajet.serve import create_serve_app
+from ajet.serving.app import create_serve_app
 from tests.unit.gw_helpers import open_episode
 
 TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "price of gas",

@@ -14,7 +14,8 @@ from transformers import AutoModelForCausalLM
 
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import GatewayServer
-from ajet.serve import _ServeChat, create_serve_app
+from ajet.serving.app import create_serve_app
+from ajet.serving.chat import ServeChat
 
 PROMPT = [1, 504, 3458, 314, 4649, 982]
 
@@ -32,7 +33,7 @@ def adapter(tiny_model_path, tmp_path_factory) -> Path:
 
 async def _served(tiny_model_path, enable_lora: bool):
     engine = HFEngine.from_pretrained(tiny_model_path, device="cpu", dtype="float32", max_batch_size=2)
-    chat = _ServeChat(engine, engine.tokenizer, model_name="tiny", require_key=False)
+    chat = ServeChat(engine, engine.tokenizer, model_name="tiny")
     app = create_serve_app(engine, engine.tokenizer, "tiny", extra_routers=[chat.router], enable_lora=enable_lora)
     chat.lora = app.state.lora
     server = GatewayServer(app)

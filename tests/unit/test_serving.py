@@ -13,7 +13,7 @@ from ajet.eval.bench import RequestResult, run_matrix, summarize_cell
 from ajet.cli import main
 from ajet.engine.hf import HFEngine
 from ajet.gateway.server import Gateway, GatewayServer
-from ajet.serve import create_serve_app
+from ajet.serving.app import create_serve_app
 from tests.e2e.serve_process import ajet_serve, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

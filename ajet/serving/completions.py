@@ -1,21 +1,12 @@
-"""`ajet serve`: an engine behind an OpenAI-compatible HTTP server that speaks vLLM's completions protocol.
+"""`POST /v1/completions` of `ajet serve`, as vLLM's OpenAI server answers it.
 
-`create_serve_app(engine, tokenizer, model_name)` serves `GET /v1/models` and `POST /v1/completions`
-with token-id prompts (`"prompt": [1, 2, 3]`) or text prompts, and answers like vLLM's OpenAI server:
-`choices[i].text`, `token_ids` and `prompt_token_ids` (vLLM's `return_token_ids`, on by default here),
-`logprobs.tokens` as `"token_id:N"` strings (vLLM's `--return-tokens-as-token-ids`, on by default
-here) with `token_logprobs`, `finish_reason`, `stop_reason` and `usage`. So the `remote` engine
-works against it exactly as against vLLM. Bad input gets an OpenAI-style error body with status
-400 (404 for an unknown model or route, 405 for a wrong method, 408 for a body that does not arrive,
-413 for an oversized body), never a 500. A client that disconnects cancels its generation.
-
-With `enable_lora=True` (`ajet serve --enable-lora`) it also serves vLLM's runtime LoRA endpoints,
-`/v1/load_lora_adapter` and `/v1/unload_lora_adapter` (ajet/serving/lora.py); a request whose `model`
-names a loaded adapter runs with it.
-
-`main(model, ...)` loads the `hf` engine and runs uvicorn; `ajet serve` (ajet/cli.py) is its command
-line. The chat endpoint (`/v1/chat/completions`) comes from the gateway module and is mounted through
-`extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens` (512).
+Token-id prompts (`"prompt": [1, 2, 3]`) or text prompts; the answer has `choices[i].text`,
+`token_ids` and `prompt_token_ids` (vLLM's `return_token_ids`, on by default here), `logprobs.tokens`
+as `"token_id:N"` strings (vLLM's `--return-tokens-as-token-ids`, on by default here) with
+`token_logprobs`, `finish_reason`, `stop_reason` and `usage`. So the `remote` engine works against it
+exactly as against vLLM. Options the engines cannot honour are refused at their non-neutral values
+(400 naming them), never silently ignored; a request whose `model` names a loaded LoRA adapter runs
+with it (`LoraAdapters.adapter_for`), an unknown name gets 404.
 """
 
 from __future__ import annotations
@@ -24,21 +15,19 @@ import asyncio
 import logging
 import time
 import uuid
-from contextlib import asynccontextmanager
-from typing import Any, Sequence
+from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
-    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_sampling, error_response, gone_response,
-    install_error_handlers, openai_error, read_json, until_disconnected, validate,
+    ClientGone, check_context_length, check_sampling, error_response, gone_response, openai_error, read_json,
+    until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
-from ajet.gateway.server import Gateway
 from ajet.serving.lora import LoraAdapters
 
 log = logging.getLogger(__name__)
@@ -90,18 +79,16 @@ _UNSUPPORTED: dict[str, tuple[Any, ...]] = {
 }
 
 
-class _Server:
-    """State and handlers of one app: the engine, the tokenizer and the limits."""
+class Completions:
+    """The completions handler of one app: the engine, the tokenizer and the limits."""
 
-    def __init__(self, engine: Engine, tokenizer: Any, model_name: str, aliases: Sequence[str],
-                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float, enable_lora: bool):
+    def __init__(self, engine: Engine, tokenizer: Any, model_name: str, lora: LoraAdapters, *,
+                 max_request_bytes: int, tokens_as_ids: bool, body_timeout_s: float):
         self.engine = engine
         self.body_timeout_s = body_timeout_s
         self.tokenizer = tokenizer
         self.model_name = model_name
-        self.names = {model_name, *aliases}
-        self.lora = LoraAdapters(engine, model_name, self.names, enabled=enable_lora,
-                                 max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s)
+        self.lora = lora
         self.max_request_bytes = max_request_bytes
         self.tokens_as_ids = tokens_as_ids
         self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
@@ -109,14 +96,7 @@ class _Server:
         self.eos_ids = set(getattr(engine, "eos_ids", None) or
                            ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
 
-    async def models(self) -> dict[str, Any]:
-        card: dict[str, Any] = {"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet",
-                                "root": self.model_name, "parent": None}
-        if self.max_positions:
-            card["max_model_len"] = self.max_positions
-        return {"object": "list", "data": [card, *self.lora.cards()]}
-
-    async def completions(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         try:
             body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
             req = _validate(body)
@@ -163,21 +143,13 @@ class _Server:
             if bad:
                 raise _bad(f"prompt has token ids outside the vocabulary [0, {self.vocab_size}): {bad[:5]}",
                            "prompt")
-            self._check_length(len(ids), 16 if req.max_tokens is None else req.max_tokens)
+            check_context_length(len(ids), 16 if req.max_tokens is None else req.max_tokens, self.max_positions)
             prompts.append(ids)
         bad_stops = [t for t in req.stop_token_ids or [] if not 0 <= t < self.vocab_size]
         if bad_stops:
             raise _bad(f"stop_token_ids outside the vocabulary [0, {self.vocab_size}): {bad_stops[:5]}",
                        "stop_token_ids")
         return prompts
-
-    def _check_length(self, prompt_len: int, max_tokens: int) -> None:
-        limit = self.max_positions
-        if limit is not None and prompt_len + max(max_tokens, 1) > limit:
-            raise GatewayError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt_len + max_tokens} tokens ({prompt_len} in the prompt, {max_tokens} in the completion). "
-                "Reduce the prompt or max_tokens.", code="context_length_exceeded")
 
     def _choice(self, index: int, prompt: list[int], gen: Generation, req: CompletionRequest) -> dict[str, Any]:
         text, stop_reason = self._text(gen, req)
@@ -246,113 +218,3 @@ def _sampling(req: CompletionRequest, index: int, adapter: str | None) -> Sampli
         seed=None if req.seed is None else req.seed + index,  # n > 1 samples must differ
         adapter=adapter,
     )
-
-
-def create_serve_app(
-    engine: Engine,
-    tokenizer: Any,
-    model_name: str,
-    *,
-    extra_routers: Sequence[APIRouter] = (),
-    aliases: Sequence[str] = (),
-    max_request_bytes: int = 4_000_000,
-    tokens_as_ids: bool = True,
-    body_timeout_s: float = BODY_TIMEOUT_S,
-    enable_lora: bool = False,
-) -> FastAPI:
-    """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
-
-    aliases: other names accepted in the request's `model` field. tokens_as_ids: write logprob tokens
-    as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`. body_timeout_s: a request
-    body that has not fully arrived by then gets 408 and its connection is closed. enable_lora: serve
-    /v1/load_lora_adapter and /v1/unload_lora_adapter (the engine needs `load_adapter`; off: they answer 404).
-    """
-    server = _Server(engine, tokenizer, model_name, aliases, max_request_bytes, tokens_as_ids, body_timeout_s,
-                     enable_lora)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        await engine.start()
-        try:
-            yield
-        finally:
-            await engine.close()
-
-    app = FastAPI(title="ajet serve", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.engine, app.state.tokenizer, app.state.model_name = engine, tokenizer, model_name
-    app.state.lora = server.lora
-    router = APIRouter()
-    router.add_api_route("/v1/models", server.models, methods=["GET"])
-    router.add_api_route("/v1/completions", server.completions, methods=["POST"])
-    server.lora.mount(router)
-    app.include_router(router)
-    for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
-        app.include_router(extra)
-    from ajet.serving.metrics import mount_metrics
-
-    mount_metrics(app, engine, model_name)  # GET /metrics: Prometheus, vLLM's metric names
-
-    install_error_handlers(app)
-    return app
-
-
-def main(
-    model: str,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    chat_template: str | None = None,
-    max_batch_size: int = 16,
-    *,
-    device: str = "auto",
-    dtype: str = "auto",
-    served_model_name: str | None = None,
-    default_max_tokens: int = SERVE_MAX_TOKENS,
-    max_request_bytes: int = 4_000_000,
-    body_timeout_s: float = BODY_TIMEOUT_S,
-    seed: int = 0,
-    log_level: str = "info",
-    enable_lora: bool = False,
-) -> None:
-    """Serve `model` ('smollm2-135m-instruct', 'tiny-random', a folder or a hub id) with the hf engine.
-    `ajet serve --help` (ajet/cli.py) describes every argument."""
-    import uvicorn
-
-    from ajet.engine.hf import HFEngine
-    from ajet.models import read_chat_template, resolve_model_path
-
-    path = resolve_model_path(model)
-    name = served_model_name or model
-    engine = HFEngine.from_pretrained(path, device=device, dtype=dtype, max_batch_size=max_batch_size,
-                                      model_name=name, seed=seed)
-    # The same chat rendering, tool-call parsing and OpenAI errors as the training gateway; any key.
-    chat = _ServeChat(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
-                      require_key=False, default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
-                      body_timeout_s=body_timeout_s)
-    app = create_serve_app(engine, engine.tokenizer, name, extra_routers=[chat.router], aliases=[path],
-                           max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s, enable_lora=enable_lora)
-    chat.lora = app.state.lora
-    app.state.chat_template = chat_template
-    _log_to_stderr(log_level)  # adapter loads and engine failures show next to uvicorn's lines
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
-
-
-class _ServeChat(Gateway):
-    """The chat endpoint of `ajet serve`: a request whose `model` names a loaded LoRA adapter runs with
-    it; any other name gets the model as it is (chat requests never named a model here before)."""
-
-    lora: LoraAdapters | None = None
-
-    def _sampling(self, session: Any, chat: Any, tools_json: str) -> SamplingParams:
-        sampling = super()._sampling(session, chat, tools_json)
-        if self.lora is not None and chat.model in self.lora.loaded:
-            sampling.adapter = chat.model
-        return sampling
-
-
-def _log_to_stderr(level: str) -> None:
-    ajet_log = logging.getLogger("ajet")
-    if not ajet_log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-        ajet_log.addHandler(handler)
-    ajet_log.setLevel(level.upper())
