@@ -15,7 +15,6 @@ stage, step, optimizer, scheduler, RNG and data position.
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ from ajet.backbone.debug.state import (
     DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
+from ajet.backbone.stop import check as check_stop
+from ajet.backbone.stop import run_async
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError
@@ -36,6 +37,7 @@ from ajet.evaluate import evaluate
 from ajet.render import ChatRenderer
 from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
+from ajet.runlock import RunLock
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
 from ajet.trainer.optim import build_optimizer, build_scheduler
@@ -57,6 +59,20 @@ class DebugRun:
         if resume:
             self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
+        # Held until run() ends (the kernel drops it if the process dies): a second run on this folder
+        # is refused before it reads or writes anything in it.
+        self.lock = RunLock(self.run_dir, "resumed training run" if resume else "training run").acquire()
+        if self.lock.note:
+            console.print(f"[yellow]{self.lock.note}[/]")
+        try:
+            self._setup(resume)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _setup(self, resume: bool | str) -> None:
+        cfg = self.cfg
+        if resume:
             self._check_resume_config()  # before config.yaml is rewritten
         elif latest_checkpoint(self.run_dir) is not None:
             raise CheckpointError(f"{str(self.run_dir)!r} already has checkpoints; add --resume to continue it "
@@ -138,11 +154,17 @@ class DebugRun:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            self.lock.release()
+
+    def _run(self) -> dict[str, Any]:
         self._restore()
         if self.optimizer is None and self.state.stage_index < len(self.steps):
             self._stage_optimizer(self.cfg.stages[self.state.stage_index])
         try:
-            asyncio.run(self._run_stages())
+            run_async(self._run_stages())  # a stop signal cancels it (ajet.backbone.stop)
         finally:
             self.monitor.close()
         plot = plot_curves(self.run_dir)
@@ -170,6 +192,7 @@ class DebugRun:
                     last = self.state.stage_step == total
                     if last or (self.cfg.trainer.save_every and step % self.cfg.trainer.save_every == 0):
                         self._save(name)
+                    check_stop()  # a stop signal whose interrupt was lost still ends the run here
                 await self._publish()  # a stage's last weights reach the server too
             self.state.next_stage()
             if self.state.stage_index < len(self.steps):
