@@ -56,7 +56,7 @@ class DebugRun:
         self.state = RunState()
         self.checkpoint: Path | None = None
         self.run_dir = Path(cfg.output_dir)
-        if resume:
+        if isinstance(resume, str):  # --resume PATH names the folder
             self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
         # Held until run() ends (the kernel drops it if the process dies): a second run on this folder
@@ -65,6 +65,8 @@ class DebugRun:
         if self.lock.note:
             console.print(f"[yellow]{self.lock.note}[/]")
         try:
+            if resume is True:
+                self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             self._setup(resume)
         except BaseException:
             self.lock.release()
