@@ -311,3 +311,18 @@ def test_two_runs_started_together_with_time_named_folders_get_different_ones(pr
     b = load_config(project / "run.yaml", overrides, claim_run_dir=True).output_dir
     assert b == a + "-2" and Path(a).is_dir() and Path(b).is_dir()
     assert load_config(project / "run.yaml", overrides).output_dir == a  # --cfg and library calls claim nothing
+
+
+def test_fewer_tasks_than_batch_tasks_warns_once_naming_the_numbers(project, capsys):
+    (project / "one.jsonl").write_text(json.dumps({"query": "Say something about gas."}) + "\n")
+    out = project / "repeats"
+    run(_cfg(project, f"output_dir={out}", f"task_reader.train={project}/one.jsonl", "rollout.group_size=4",
+             "rollout.batch_tasks=8", "rollout.max_tokens_per_turn=2", "rollout.max_turns=1"))
+    err = " ".join(capsys.readouterr().err.split())
+    warning = ("warning: the train split has 1 task(s) but rollout.batch_tasks=8: each batch repeats tasks, and a "
+               "task's repeats share one group, so a group holds up to 32 episodes (8 x rollout.group_size=4) and a "
+               "batch has 1 group(s), not 8. Set rollout.batch_tasks=1 (and raise rollout.group_size) or add tasks.")
+    assert err.count(warning) == 1  # two steps, one warning
+    episodes = _lines(out / "episodes.jsonl")
+    assert len(episodes) == 64 and {e["group_id"] for e in episodes if e["step"] == 1} == {next(
+        e["group_id"] for e in episodes if e["step"] == 1)}

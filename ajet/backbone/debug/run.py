@@ -232,10 +232,25 @@ class DebugRun:
         await self._publish()
         tasks = self._train_tasks()
         picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
+        self._warn_repeats(len(tasks))
         settings = settings_for(self.cfg, "train")
         settings.seed = batch_seed(self.cfg.engine.seed, self.state.global_step + 1)
         return await stack.runner.run(picked, settings, label=f"rollout {self.state.global_step + 1}",
                                       step=self.state.global_step + 1)
+
+    def _warn_repeats(self, n_tasks: int) -> None:
+        """Once: fewer tasks than rollout.batch_tasks put a task in a batch several times, and all its
+        episodes share one group (one group of batch_tasks x group_size episodes with a single task)."""
+        batch, group = self.cfg.rollout.batch_tasks, self.cfg.rollout.group_size
+        if n_tasks >= batch or getattr(self, "_warned_repeats", False):
+            return
+        self._warned_repeats = True
+        most = -(-batch // n_tasks)  # ceil: the most times one task appears in a batch
+        console.print(
+            f"[yellow]warning: the train split has {n_tasks} task(s) but rollout.batch_tasks={batch}: each batch "
+            f"repeats tasks, and a task's repeats share one group, so a group holds up to {most * group} episodes "
+            f"({most} x rollout.group_size={group}) and a batch has {min(n_tasks, batch)} group(s), not {batch}. "
+            f"Set rollout.batch_tasks={n_tasks} (and raise rollout.group_size) or add tasks.[/]")
 
     def _train_tasks(self):
         if not hasattr(self, "_tasks"):
