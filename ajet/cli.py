@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     with stop:
         code = _run(command, args)
     if stop.exit_code is not None:
-        if code != stop.exit_code:  # the work finished, or failed otherwise, after the signal came
+        if code not in (130, stop.exit_code):  # the work finished, or failed otherwise, after the signal came
             _print_error(f"stopped by {signal.Signals(stop.signum).name}")
         return stop.exit_code
     return code

@@ -23,6 +23,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -75,6 +76,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         global _armed
         _received.clear()
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread may handle signals (main() called from a thread)
         for sig in STOP_SIGNALS:
             previous = signal.getsignal(sig)
             if previous is signal.SIG_IGN:
