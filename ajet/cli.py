@@ -14,15 +14,16 @@
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone` (train, setup), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
-bench), `ajet.serving` (serve), `ajet.export`, `ajet.generate` and `ajet.task_reader.xlam` (data),
-imported only when their command runs, so `--help` and `--cfg` stay fast (no torch). Every
-`AjetError` is printed as one red paragraph without a traceback and exits with its `exit_code` (2);
-Ctrl-C exits 130.
+bench), `ajet.serving` (serve), `ajet.export`, `ajet.generate`, `ajet.task_reader.xlam` (data) and
+`ajet.view` (view), imported only when their command runs, so `--help` and `--cfg` stay fast (no
+torch). Every `AjetError` is printed as one red paragraph without a traceback and exits with its
+`exit_code` (2); a run stopped by Ctrl-C (SIGINT) exits 130, by SIGTERM 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 from ajet.errors import AjetError
 
 COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "view")
+STOPPABLE = ("train", "eval")  # long runs whose SIGINT / SIGTERM exit code is guaranteed non-zero
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -56,16 +58,34 @@ docs/configuration.md (or `ajet --help-config`).
 def main(argv: list[str] | None = None) -> int:
     """Run the `ajet` command line with `argv` (default: sys.argv[1:]); return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args and args[0] in COMMANDS else "train"
+    if args and args[0] in COMMANDS:
+        args = args[1:]
+    if command not in STOPPABLE:
+        return _run(command, args)
+    from ajet.backbone.stop import StopSignals
+
+    # A training run or an eval stopped by SIGINT or SIGTERM exits 130 or 143, never 0, wherever the
+    # signal landed (ajet.backbone.stop). The real command line leaves both signals at the system
+    # default afterwards: one arriving while the interpreter shuts down kills it by that signal.
+    stop = StopSignals(restore_default=argv is None)
+    with stop:
+        code = _run(command, args)
+    if stop.exit_code is not None:
+        if code not in (130, stop.exit_code):  # the work finished, or failed otherwise, after the signal came
+            _print_error(f"stopped by {signal.Signals(stop.signum).name}")
+        return stop.exit_code
+    return code
+
+
+def _run(command: str, args: list[str]) -> int:
     try:
-        command = args[0] if args and args[0] in COMMANDS else "train"
-        if args and args[0] in COMMANDS:
-            args = args[1:]
         return _HANDLERS[command](args)
     except AjetError as exc:
         _print_error(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt:
-        _print_error("interrupted")
+    except KeyboardInterrupt as exc:
+        _print_error(str(exc) or "interrupted")
         return 130
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
@@ -118,7 +138,7 @@ def _train(argv: list[str]) -> int:
         parser.print_usage(sys.stderr)
         _print_error("no config given; run `ajet --conf my.yaml` (see `ajet --help`)")
         return 2
-    cfg = _load(args, backbone=args.backbone)
+    cfg = _load(args, backbone=args.backbone, claim_run_dir=not resume)
     if cfg is None:
         return 0
     if isinstance(resume, str):
@@ -162,7 +182,7 @@ def _eval(argv: list[str]) -> int:
                  out_dir=args.out, api_key=args.api_key, served_model=args.served_model, limit=args.limit,
                  concurrency=args.concurrency, max_tokens=args.max_tokens)
         return 0
-    cfg = _load(args)
+    cfg = _load(args, claim_run_dir=True)
     if cfg is None:
         return 0
     from ajet.eval.run import run_eval
@@ -324,11 +344,12 @@ def _view(argv: list[str]) -> int:
     return view_main(args.run_dirs, host=args.host, port=args.port, open_browser=not args.no_browser)
 
 
-def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
-    """Load and validate the config; with --cfg print it and return None."""
+def _load(args: argparse.Namespace, backbone: str | None = None, claim_run_dir: bool = False) -> Any:
+    """Load and validate the config; with --cfg print it and return None. claim_run_dir: a run starts,
+    so a time-named output_dir is created now, unique even beside a run started in the same second."""
     from ajet.config.loader import config_to_yaml, load_config
 
-    cfg = load_config(args.conf, args.overrides, backbone=backbone)
+    cfg = load_config(args.conf, args.overrides, backbone=backbone, claim_run_dir=claim_run_dir and not args.cfg)
     if args.cfg:
         sys.stdout.write(config_to_yaml(cfg))
         return None

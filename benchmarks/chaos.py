@@ -1,8 +1,12 @@
 """Chaos: a short `ajet eval` and a 3-step GRPO run on the tiny model while everything that can
 misbehave does, and what survives.
 
-In a set share of episodes the workflow raises, hangs, calls sys.exit, swallows its cancellation or
-cancels itself; the judge returns NaN for another share; every healthy episode first fires a barrage
+In a set share of episodes the workflow raises, hangs, calls sys.exit, swallows its cancellation,
+cancels itself or rewrites the Task it was given (query, answer, nested metadata: it must fool
+neither the judge nor episodes.jsonl); the judge returns NaN for another share and a finite but huge
+1e308 / -1e308 for another (judge failures, no other group loses its update); while the GRPO run
+trains, a second `ajet` run on the same folder is started (it must be refused, exit 2, and the
+first run's steps stay [1, 2, ...]); every healthy episode first fires a barrage
 of malformed requests at the gateway with its own key (the eight shapes that once gave 500s,
 poisonous sampling parameters, deep JSON, NaN); and a client thread in this process fires malformed
 requests at the gateway's port throughout (no key, bad keys, garbage bodies, wrong routes and
@@ -10,8 +14,8 @@ methods, a body that never finishes). Each run is an `ajet` subprocess, as a use
 
     python benchmarks/chaos.py [--steps 3] [--keep DIR]
 
-A run is completed when its command exits 0 with its report (eval.json; metrics.jsonl with every
-step). Lost episodes: expected episodes (tasks x group size, per step) without their line in the
+A run is completed when its command exits 0 with its report (eval.json; metrics.jsonl with steps
+1..n exactly), no rewritten task leaked, and (GRPO) the second run on its folder was refused. Lost episodes: expected episodes (tasks x group size, per step) without their line in the
 run's episodes file. Server 500s: answers with status 500 seen by either client.
 Last line: `chaos_runs_completed=<k>/<n> lost_episodes=<m> server_500s=<s>`.
 """
@@ -34,7 +38,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ["normal"] * 6 + ["raise", "hang", "exit", "swallow", "cancel", "judge_nan"]
+KINDS = ["normal"] * 6 + ["raise", "hang", "exit", "swallow", "cancel", "judge_nan", "judge_huge", "mutate"]
+FORGED = 99.0  # the judge's reward for a task whose metadata the workflow rewrote: seen only if it leaked
 
 WORKFLOW = '''
 """A workflow and a judge that misbehave on purpose, by task kind."""
@@ -80,6 +85,10 @@ class Chaos(Workflow):
             except asyncio.CancelledError:
                 pass
             await asyncio.sleep(600)
+        if kind == "mutate":  # rewrite the task: later repeats, the judge and the log must not see it
+            task.query, task.answer = "changed", "forged"
+            task.metadata["kind"] = "forged"
+            task.metadata.setdefault("deep", {"n": 0})["n"] += 1
         statuses = []
         async with httpx.AsyncClient(timeout=60) as http:
             for body in MALFORMED:
@@ -93,8 +102,18 @@ class Chaos(Workflow):
 
 
 class NanJudge(Judge):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
     async def score(self, task, output):
-        return float("nan") if task.metadata["kind"] == "judge_nan" else len(output.answer or "") / 20
+        kind = task.metadata["kind"]
+        if kind == "judge_huge":
+            self.calls += 1
+            return 1e308 if self.calls % 2 else -1e308
+        if kind == "forged":
+            return 99.0  # FORGED: reached only if the workflow's rewrite leaked to the judge
+        return float("nan") if kind == "judge_nan" else len(output.answer or "") / 20
 '''
 
 
@@ -172,16 +191,28 @@ class Heckler(threading.Thread):
             time.sleep(0.2)
 
 
-def _ajet(args: list[str], port: int, log: Path) -> tuple[int, float, dict[int, int]]:
+def _ajet(args: list[str], port: int, log: Path, intrude: list[str] | None = None,
+          lock: Path | None = None) -> tuple[int, float, dict[int, int], tuple[int, str] | None]:
+    """Run one `ajet` command while the heckler fires; with `intrude`, start that second command on the
+    same folder once the first holds `lock`, and return its exit code and output too."""
     heckler = Heckler(port)
     heckler.start()
     started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    intruder = None
     with log.open("w") as out:
-        proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args, f"gateway.port={port}"], cwd=ROOT,
-                              stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", *args, f"gateway.port={port}"], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+        if intrude is not None and lock is not None:
+            while proc.poll() is None and not (lock.is_file() and f'"pid": {proc.pid}' in lock.read_text()):
+                time.sleep(0.05)
+            second = subprocess.run([sys.executable, "-m", "ajet.cli", *intrude], cwd=ROOT, capture_output=True,
+                                    text=True, env=env)
+            intruder = (second.returncode, second.stdout + second.stderr)
+        proc.wait()
     heckler.stop.set()
     heckler.join(30)
-    return proc.returncode, time.perf_counter() - started, heckler.statuses
+    return proc.returncode, time.perf_counter() - started, heckler.statuses, intruder
 
 
 def _episodes(path: Path) -> list[dict]:
@@ -206,11 +237,18 @@ def main() -> None:
          folder / "grpo", "episodes.jsonl", args.steps * len(KINDS) * 2),
     ]
     for name, argv, out, episodes_file, expected in runs:
-        rc, seconds, statuses = _ajet(argv, _free_port(), folder / f"{name}.log")
+        # while GRPO trains, a second run on its folder: refused at once, the first run unharmed
+        intrude = [*argv, f"gateway.port={_free_port()}"] if name == "grpo" else None
+        rc, seconds, statuses, intruder = _ajet(argv, _free_port(), folder / f"{name}.log", intrude,
+                                                 out / ".ajet.lock")
         episodes = _episodes(out / episodes_file)
-        report_ok = (out / "eval.json").is_file() if name == "eval" else \
-            len(_episodes(out / "metrics.jsonl")) == args.steps
-        completed += rc == 0 and report_ok
+        steps = [row.get("step") for row in _episodes(out / "metrics.jsonl")]
+        report_ok = (out / "eval.json").is_file() if name == "eval" else steps == list(range(1, args.steps + 1))
+        refused = intruder is None or (intruder[0] == 2 and "is in use by another live run" in intruder[1])
+        # a rewritten task that reached the judge (reward 99) or the log (query "changed") leaked
+        leaks = sum(1 for e in episodes if e.get("reward") == FORGED or e.get("task", {}).get("query") == "changed"
+                    or e.get("task", {}).get("metadata", {}).get("kind") == "forged")
+        completed += rc == 0 and report_ok and refused and leaks == 0
         missing = max(expected - len(episodes), 0)
         lost += missing
         inner = [e.get("metrics", {}) for e in episodes]
@@ -221,8 +259,11 @@ def main() -> None:
         for e in episodes:
             kind = (e.get("error") or e.get("judge_error") or "ok").split(":")[0]
             errors[kind] = errors.get(kind, 0) + 1
+        concurrent = "" if intruder is None else f" · second run on its folder: exit {intruder[0]}" + (
+            " (refused)" if refused else f" (NOT refused: {intruder[1][-300:]!r})")
         print(f"{name}: exit {rc} in {seconds:.0f} s · episodes {len(episodes)}/{expected} · outcomes {errors} · "
-              f"malformed with keys {inner_sent} (500s: {inner_500}) · heckler {dict(sorted(statuses.items()))}")
+              f"task leaks {leaks} · malformed with keys {inner_sent} (500s: {inner_500}) · heckler "
+              f"{dict(sorted(statuses.items()))}{concurrent}")
         if rc != 0:
             print((folder / f"{name}.log").read_text()[-2000:])
     print(f"runs in {folder}")

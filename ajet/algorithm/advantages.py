@@ -5,6 +5,11 @@ divided by the group's standard deviation when `scale` is on (Dr. GRPO turns sca
 whose rewards are all equal carries no learning signal: its samples get advantage 0 and the group
 is counted in the stats so the caller can skip them instead of spending compute on a zero gradient.
 A group with a single sample is treated the same way (there is nothing to compare it with).
+
+Each group is computed on its own, so one bad group never costs the others: a group holding a
+non-finite reward (which the rollout already refuses) gets advantage 0 and is counted in
+`nonfinite_groups`. Mean and std are taken on rewards divided by the group's largest magnitude, so
+finite but huge rewards (1e308 and -1e308) cannot overflow into inf or NaN.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ class AdvantageStats:
     groups: int = 0
     zero_variance_groups: int = 0
     singleton_groups: int = 0
+    nonfinite_groups: int = 0  # a reward or an advantage was NaN or inf: the group is skipped
     informative_groups: int = 0
     skip: list[int] = field(default_factory=list)
     reward_mean: float = 0.0
@@ -61,20 +67,40 @@ def group_advantages(
             stats.singleton_groups += 1
             stats.skip.extend(idx)
             continue
-        mean = sum(values) / len(values)
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        if not all(math.isfinite(v) for v in values):
+            stats.nonfinite_groups += 1
+            stats.skip.extend(idx)
+            continue
+        mean, std = mean_std(values)
         if std <= eps:
             stats.zero_variance_groups += 1
             stats.skip.extend(idx)
             continue
+        group = [(v - mean) / (std + eps) if scale else v - mean for v in values]
+        if not all(math.isfinite(a) for a in group):  # unscaled 1e308 - (-1e308): inf
+            stats.nonfinite_groups += 1
+            stats.skip.extend(idx)
+            continue
         stats.informative_groups += 1
-        for i, v in zip(idx, values):
-            advantages[i] = (v - mean) / (std + eps) if scale else v - mean
+        for i, a in zip(idx, group):
+            advantages[i] = a
 
     stats.skip.sort()
-    if rewards:
-        mean_all = sum(map(float, rewards)) / len(rewards)
-        stats.reward_mean = mean_all
-        stats.reward_std = math.sqrt(sum((float(r) - mean_all) ** 2 for r in rewards) / len(rewards))
-        stats.advantage_abs_mean = sum(abs(a) for a in advantages) / len(advantages)
+    finite = [float(r) for r in rewards if math.isfinite(float(r))]
+    if finite:
+        stats.reward_mean, stats.reward_std = mean_std(finite)
+    if advantages:
+        stats.advantage_abs_mean = mean_std([abs(a) for a in advantages])[0]
     return advantages, stats
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and population std of finite `values`, without overflow: both are computed on the values
+    divided by their largest magnitude, then scaled back (1e308 and -1e308: mean 0, std 1e308)."""
+    if not values:
+        return 0.0, 0.0
+    top = max(abs(v) for v in values) or 1.0
+    scaled = [v / top for v in values]
+    mean = math.fsum(scaled) / len(scaled)
+    var = math.fsum((s - mean) ** 2 for s in scaled) / len(scaled)
+    return mean * top, math.sqrt(var) * top

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -58,7 +59,7 @@ class Monitor:
     def log(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
         row = {"step": step, "stage": stage, "time": round(time.time(), 3), **metrics}
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, default=float) + "\n")
+            handle.write(json.dumps(finite_json(row), default=float, allow_nan=False) + "\n")
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -90,6 +91,23 @@ class Monitor:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinite float replaced by None: json.dumps would write bare `NaN` and
+    `Infinity`, which no strict JSON reader (jq, JavaScript, `ajet view`) accepts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # a numpy or torch scalar
+        try:
+            return finite_json(float(value))
+        except (TypeError, ValueError):
+            return value
+    return value
 
 
 def _why_failed(metrics: dict[str, Any]) -> str:

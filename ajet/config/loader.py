@@ -35,6 +35,7 @@ from ajet.config import groups, walk
 from ajet.config.env import read_env_file
 from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
 from ajet.errors import ConfigError
+from ajet.runlock import claim_new_folder
 
 COMMAND_LINE = "the command line"
 PACKAGED = "the packaged defaults"
@@ -55,9 +56,14 @@ def available_backbones() -> list[str]:
 
 
 def load_config(
-    conf: str | Path | None, overrides: Sequence[str] = (), backbone: str | None = None
+    conf: str | Path | None, overrides: Sequence[str] = (), backbone: str | None = None, *,
+    claim_run_dir: bool = False,
 ) -> AjetConfig:
-    """Compose defaults, presets, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`."""
+    """Compose defaults, presets, the YAML `conf` and `overrides`, resolve, validate; return `cfg.ajet`.
+
+    claim_run_dir: when `output_dir` is named by the time (`${now:...}`, the packaged default), create
+    it now, exclusively, taking `<name>-2`, ... when a run started in the same second already has it
+    (`ajet.runlock.claim_new_folder`). The CLI asks for it when it starts a run; `--cfg` does not."""
     conf_path = Path(conf) if conf is not None else None
     if conf_path is not None and conf_path.is_file():
         read_env_file(conf_path.resolve().parent)  # `.env` beside the YAML, for ${oc.env:...} keys
@@ -78,6 +84,7 @@ def load_config(
     hydra_overrides = _pick_backbone(cli_picks.get("backbone"), user, picks, folders, sources) + hydra_overrides
     sources.picks = list(picks.values())
     composed = _compose(user, list(picks.values()), hydra_overrides, folders, sources)
+    time_named = "${now:" in str(OmegaConf.to_container(composed, resolve=False).get("ajet", {}).get("output_dir", ""))
     data = _resolve(composed, sources)
     _resolve_paths(data, sources)
     try:
@@ -85,6 +92,8 @@ def load_config(
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc, data, sources)) from None
     cfg = root.ajet
+    if claim_run_dir and time_named:
+        cfg.output_dir = claim_new_folder(cfg.output_dir)
     cfg._base_dir = conf_path.resolve().parent if conf_path is not None else Path.cwd()
     cfg._source_file = conf_path.resolve() if conf_path is not None else None
     return cfg

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import abc
+import math
 from typing import Any
 
 from ajet.reward import Reward
 from ajet.workflow import Task, WorkflowOutput
 
-__all__ = ["Judge", "Reward"]
+__all__ = ["MAX_ABS_REWARD", "Judge", "Reward", "checked_reward"]
+
+# Rewards beyond this magnitude are judge failures. Real rewards are O(1) (success 0/1, a score, a
+# penalty); 1e6 leaves room for any sensible scale while keeping the group mean and std far from overflow.
+MAX_ABS_REWARD = 1e6
 
 
 class Judge(abc.ABC):
@@ -34,3 +39,26 @@ class Judge(abc.ABC):
     #: An episode whose reward has `is_success=None` succeeds when `total >= success_threshold`.
     #: `ajet.judge.build_judge` sets it from `judge.success_threshold` in the config.
     success_threshold: float = 1.0
+
+
+def checked_reward(value: object, source: str) -> tuple[Reward | None, str | None]:
+    """(reward, None) for a usable reward; (None, judge error) otherwise. A reward is a real number (an
+    int or a float, not a bool or a string such as "0.5") or an `ajet.Reward`, finite and within
+    ±MAX_ABS_REWARD in its total and every part: a NaN, inf or 1e308 reward would make the group's
+    advantages, the loss and then every weight NaN, so it is a judge failure."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Reward)):
+        return None, (f"InvalidReward: {source} {str(value)[:80]!r} ({type(value).__name__}), not a number or "
+                      "ajet.Reward; return a float (a bool or a string is not a reward)")
+    try:
+        reward = Reward.of(value)
+    except Exception as exc:  # an int too large for a float
+        return None, f"InvalidReward: {source} {str(value)[:80]!r}, not a number or ajet.Reward ({type(exc).__name__})"
+    values = {"total": reward.total, **reward.parts}
+    bad = {name: v for name, v in values.items() if not math.isfinite(v)}
+    if bad:
+        return None, f"NonFiniteReward: {source} a non-finite reward {bad}; rewards must be finite numbers"
+    huge = {name: v for name, v in values.items() if abs(v) > MAX_ABS_REWARD}
+    if huge:
+        return None, (f"RewardOutOfRange: {source} {huge}; rewards must lie within ±{MAX_ABS_REWARD:g} "
+                      "(larger ones overflow the group statistics); scale the reward down")
+    return reward, None

@@ -5,8 +5,9 @@ A failing episode (the workflow raised, cancelled itself, called sys.exit or tim
 batch (see `ajet.rollout.guard`). The timeout counts the workflow's own time: while the gateway is
 answering any LLM call (rendering, queued for the engine, generating), the clocks are paused, so a
 slow or saturated engine never fails a healthy episode, and a hung one is caught once the model
-has nothing else to do. A judge that raises or returns a non-finite reward
-is counted too, and its episode gets no reward (and so no samples).
+has nothing else to do. A judge that raises or returns something that is not a usable reward (not a
+number, a bool or a string, NaN, inf, or beyond ±`ajet.judge.base.MAX_ABS_REWARD`) is counted too, and its episode gets
+no reward (and so no samples).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pydantic import BaseModel
 from ajet.config.schema import JudgeConfig, RolloutConfig, TrackerConfig
 from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.server import Gateway
-from ajet.judge.base import Judge, Reward
+from ajet.judge.base import Judge, checked_reward
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
 from ajet.rollout.guard import OwnTimeout, UserCodeError, run_guarded
 from ajet.rollout.progress import RolloutProgress
@@ -112,17 +113,13 @@ def _error_text(exc: Exception) -> str:
     return str(exc) if isinstance(exc, UserCodeError) else f"{type(exc).__name__}: {exc}"
 
 
-def _checked(value: object, source: str) -> tuple[Reward | None, str | None]:
-    """(reward, None) for a finite reward; (None, judge error) otherwise. A NaN or inf reward would
-    make the whole group's advantages, the loss and then every weight NaN: it is a judge failure."""
+def _private(task: Task) -> Task:
+    """A deep copy of `task` for user code (workflow, judge) to read or even rewrite: the reader's Task
+    stays what episodes.jsonl logs, what the judge scores against and what later repeats and steps see."""
     try:
-        reward = Reward.of(value)  # type: ignore[arg-type]
-    except Exception as exc:  # a string, None, a dict with bad keys...
-        return None, f"InvalidReward: {source} {str(value)[:80]!r}, not a number or ajet.Reward ({type(exc).__name__})"
-    bad = {name: v for name, v in {"total": reward.total, **reward.parts}.items() if not math.isfinite(v)}
-    if bad:
-        return None, f"NonFiniteReward: {source} a non-finite reward {bad}; rewards must be finite numbers"
-    return reward, None
+        return task.model_copy(deep=True)
+    except Exception:  # noqa: BLE001 - a python reader's metadata holding something deepcopy refuses
+        return task.model_copy(update={"metadata": dict(task.metadata)})
 
 
 def _mean(values: list[float]) -> float:
@@ -211,7 +208,8 @@ class RolloutRunner:
             busy_at_start = self.gateway.busy.seconds()
             busy_not_counted = 0.0
             try:
-                output = await run_guarded(lambda: self.workflow.execute(task, tuner), settings.episode_timeout_s,
+                own = _private(task)  # a workflow may rewrite its Task: never the reader's, nor the judge's
+                output = await run_guarded(lambda: self.workflow.execute(own, tuner), settings.episode_timeout_s,
                                            paused=lambda: self.gateway.busy.seconds() - busy_at_start)
                 if not isinstance(output, WorkflowOutput):
                     raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
@@ -253,24 +251,25 @@ class RolloutRunner:
         if result.error is not None or result.output is None:
             return
         if result.output.reward is not None:
-            result.reward, result.judge_error = _checked(result.output.reward, "the workflow set WorkflowOutput.reward")
+            result.reward, result.judge_error = checked_reward(result.output.reward, "the workflow set WorkflowOutput.reward")
             return
         try:
-            reward = await run_guarded(lambda: self.judge.score(result.task, result.output), who="the judge")
+            reward = await run_guarded(lambda: self.judge.score(_private(result.task), result.output),
+                                       who="the judge")
         except Exception as exc:  # a judge bug must not kill the run: the episode just gets no reward
             result.judge_error = _error_text(exc)
             return
-        result.reward, result.judge_error = _checked(reward, "the judge returned")
+        result.reward, result.judge_error = checked_reward(reward, "the judge returned")
 
     async def _judge_group(self, task: Task, results: list[EpisodeResult], settings: RolloutSettings) -> None:
         scorable = [r for r in results if r.error is None and r.output is not None and r.output.reward is None]
         for r in results:
             if r.error is None and r.output is not None and r.output.reward is not None:
-                r.reward, r.judge_error = _checked(r.output.reward, "the workflow set WorkflowOutput.reward")
+                r.reward, r.judge_error = checked_reward(r.output.reward, "the workflow set WorkflowOutput.reward")
         if not scorable:
             return
         try:
-            rewards = await run_guarded(lambda: self.judge.score_group(task, [r.output for r in scorable]),
+            rewards = await run_guarded(lambda: self.judge.score_group(_private(task), [r.output for r in scorable]),
                                         who="the judge")
             if not isinstance(rewards, (list, tuple)) or len(rewards) != len(scorable):
                 got = len(rewards) if isinstance(rewards, (list, tuple)) else type(rewards).__name__
@@ -280,7 +279,7 @@ class RolloutRunner:
                 r.judge_error = _error_text(exc)
             return
         for r, reward in zip(scorable, rewards):
-            r.reward, r.judge_error = _checked(reward, "the judge returned")
+            r.reward, r.judge_error = checked_reward(reward, "the judge returned")
 
     def _finish(self, result: EpisodeResult, settings: RolloutSettings, step, progress: RolloutProgress) -> None:
         if result.reward is not None:

@@ -10,14 +10,18 @@
 
 The base model is the one named in the checkpoint's state.json. The merge runs in float32 on CPU
 (a merge in bf16 rounds the adapter update away); `dtype` casts the merged weights before saving.
-The output is written to a temp folder next to `out` and renamed, so a failed export leaves nothing.
+The output is written to a temp folder next to `out` and renamed, so a failed export leaves nothing;
+the temp folder of an export killed outright (kill -9) is removed by the next export into that folder.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,7 +73,9 @@ def staged_folder(out: str | Path) -> Iterator[Path]:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CheckpointError(f"export target {str(out)!r} exists and is not empty; choose another --out or remove it")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    remove_stale_staging(out.parent)
+    # The pid in the name tells a later export whether the folder's owner is still at work.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
         yield tmp
         if out.exists():
@@ -78,6 +84,37 @@ def staged_folder(out: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_STAGING = re.compile(r"^\..+\.tmp-(?:(\d+)-)?[A-Za-z0-9_]+$")
+LEGACY_STALE_S = 3600.0  # a staging folder named without its pid is stale after an hour untouched
+
+
+def remove_stale_staging(parent: Path) -> list[Path]:
+    """Remove the staging folders (`.<out>.tmp-<pid>-*`) that a killed export left in `parent`: those
+    whose pid is no longer running (kill -9 runs no cleanup), and those named without a pid (older
+    ajet) untouched for LEGACY_STALE_S. A live export's folder is never touched. Returns what went."""
+    removed = []
+    for path in parent.iterdir() if parent.is_dir() else ():
+        found = _STAGING.match(path.name)
+        if not found or not path.is_dir():
+            continue
+        pid = found.group(1)
+        stale = not _alive(int(pid)) if pid else time.time() - path.stat().st_mtime > LEGACY_STALE_S
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
 
 
 def _copy_files(src: Path, dst: Path) -> None:

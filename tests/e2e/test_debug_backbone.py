@@ -178,18 +178,62 @@ def test_export_merge_loads_with_transformers_and_ajet_serves_it(tmp_path):
     assert (tmp_path / "export-True" / "tokenizer.json").is_file()
 
 
-def test_sigterm_and_sigint_stop_a_training_run(tmp_path):
-    """The in-process gateway must not swallow signals: a run stops when told to."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        out = tmp_path / sig.name
-        proc = _ajet(["--conf", str(TOOL_YAML), *FAST, "algorithm=grpo", "trainer.steps=50", f"output_dir={out}"])
-        deadline = time.time() + 120
-        while not (out / "episodes.jsonl").exists() and time.time() < deadline:  # a rollout is under way
-            time.sleep(0.1)
-        os.kill(proc.pid, sig)
+def _default_signals() -> None:
+    """In the child: SIGINT and SIGTERM at their defaults, whatever the test runner inherited (a
+    background job's shell starts it with SIGINT ignored, and Python keeps that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@pytest.fixture()
+def cpu_load():
+    """A busy loop on every core, as in a full test run on a loaded machine."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    yield
+    for burner in burners:
+        burner.kill()
+        burner.wait()
+
+
+def _reached(out: Path, pid: int, moment: str) -> bool:
+    if moment == "loading":  # the run holds its folder: handlers are installed, the model is loading
+        lock = out / ".ajet.lock"
+        return lock.is_file() and f'"pid": {pid}' in lock.read_text()
+    if moment == "rollout":
+        return (out / "episodes.jsonl").is_file()
+    return (out / "metrics.jsonl").is_file()  # training: a step is done, the next ones train and save
+
+
+def test_sigterm_and_sigint_stop_a_training_run(tmp_path, cpu_load):
+    """A stopped run never reports success: SIGINT exits 130, SIGTERM 143, whether the signal lands while
+    the model loads, during a rollout or while steps train and checkpoint, on a machine whose every
+    core is busy (the runs themselves, side by side, and a busy loop per core). The in-process gateway
+    must not swallow the signals either."""
+    runs = {}
+    for moment in ("loading", "rollout", "training"):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            out = tmp_path / f"{moment}-{sig.name}"
+            proc = _ajet(["--conf", str(TOOL_YAML), *FAST, "algorithm=grpo", "trainer.steps=200",
+                          "trainer.save_every=1", f"output_dir={out}"], preexec_fn=_default_signals)
+            runs[(moment, sig)] = (proc, out)
+    waiting = dict(runs)
+    deadline = time.time() + 480
+    while waiting:  # each run gets its signal the moment it reaches its stage: no fixed sleeps
+        for (moment, sig), (proc, out) in list(waiting.items()):
+            assert proc.poll() is None, (moment, sig.name, proc.communicate()[0][-3000:])
+            if _reached(out, proc.pid, moment):
+                os.kill(proc.pid, sig)
+                del waiting[(moment, sig)]
+        assert time.time() < deadline, f"runs did not reach their stage in time: {list(waiting)}"
+        time.sleep(0.02)
+    for (moment, sig), (proc, out) in runs.items():
         try:
-            proc.communicate(timeout=60)
+            log, _ = proc.communicate(timeout=max(deadline + 120 - time.time(), 30))
         except subprocess.TimeoutExpired:
             proc.kill()
-            pytest.fail(f"{sig.name} did not stop the run")
-        assert proc.returncode != 0
+            pytest.fail(f"{sig.name} during {moment} did not stop the run")
+        assert proc.returncode == 128 + sig, (moment, sig.name, proc.returncode, log[-3000:])
+        assert f"stopped by {sig.name}" in log, (moment, sig.name, log[-3000:])
+        assert "Traceback" not in log, log[-3000:]
+        steps = [r["step"] for r in metrics(out)] if (out / "metrics.jsonl").is_file() else []
+        assert steps == list(range(1, len(steps) + 1)) and len(steps) < 200

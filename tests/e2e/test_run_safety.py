@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,14 @@ from ajet.errors import CheckpointError
 ROOT = Path(__file__).resolve().parents[2]
 
 FLOW = '''
-import asyncio, sys
+import asyncio, os, sys
 from ajet import Judge, Workflow, WorkflowOutput
 
 
 class Ask(Workflow):
     async def execute(self, task, tuner):
+        while os.path.exists(os.environ.get("HOLD_FILE", "/nonexistent")):  # a test keeps the run going
+            await asyncio.sleep(0.05)
         if task.query == "cancel":
             raise asyncio.CancelledError()
         if task.query == "exit":
@@ -53,6 +56,38 @@ class LengthJudge(Judge):
         if task.metadata.get("nan"):
             return float("nan")
         return len(output.answer or "") / 20
+
+
+class HugeJudge(Judge):
+    """Finite but huge rewards for the tasks marked nan: 1e308 and -1e308 in one group."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    async def score(self, task, output):
+        if task.metadata.get("nan"):
+            self.calls += 1
+            return 1e308 if self.calls % 2 else -1e308
+        return len(output.answer or "") / 20
+
+
+class Rewrite(Ask):
+    """Rewrites its Task (answer, query, nested metadata) to make the judge pass it."""
+
+    async def execute(self, task, tuner):
+        seen = [task.query, task.answer, dict(task.metadata.get("deep") or {})]
+        output = await super().execute(task, tuner)
+        task.answer = output.answer
+        task.query = "changed"
+        task.metadata.setdefault("deep", {"n": 0})["n"] += 1
+        output.metadata["seen"] = seen
+        return output
+
+
+class AnswerJudge(Judge):
+    async def score(self, task, output):
+        return float(output.answer == task.answer)
 '''
 
 
@@ -193,3 +228,101 @@ def test_eval_survives_workflows_that_cancel_exit_or_swallow(project):
     assert report["errors"] == {"CancelledError": 1, "SystemExit": 1, "TimeoutError": 1}
     assert len(_lines(out / "eval_episodes.jsonl")) == 7
     assert "unpaired surrogate" in proc.stderr
+
+
+def _strict_json(line: str):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_a_huge_finite_reward_is_a_judge_failure_and_costs_no_other_group(project):
+    out = project / "huge"
+    run(_cfg(project, f"output_dir={out}", "trainer.steps=2", "rollout.batch_tasks=4", f"judge.type={project}/flow.py:HugeJudge"))
+    rows = [_strict_json(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["judge_failed"] for r in rows] == [4, 4]  # oil and coal: 1e308 and -1e308, every step
+    assert all(r["nonfinite_updates"] == 0 and r["loss"] == r["loss"] for r in rows if "loss" in r)
+    assert any(r.get("trained_samples") for r in rows)  # gas and wind still trained
+    episodes = _lines(out / "episodes.jsonl")
+    assert sum(1 for e in episodes if (e["judge_error"] or "").startswith("RewardOutOfRange: the judge returned")) == 8
+    assert _finite(out)
+
+
+def test_metrics_jsonl_writes_null_for_nan_and_inf(tmp_path):
+    from ajet.backbone.monitor import Monitor
+
+    monitor = Monitor(tmp_path, 1, tensorboard=False)
+    monitor.log(1, "grpo", {"loss": float("nan"), "grad_norm": float("inf"), "parts": [float("-inf"), 1.0]})
+    row = _strict_json((tmp_path / "metrics.jsonl").read_text())
+    assert row["loss"] is None and row["grad_norm"] is None and row["parts"] == [None, 1.0]
+
+
+def test_a_workflow_that_rewrites_its_task_fools_neither_the_judge_nor_the_log(project):
+    rows = [{"query": "What is six times seven?", "answer": "forty-two", "deep": {"n": 0}}]
+    (project / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = project / "rewrite"
+    run(_cfg(project, f"output_dir={out}", f"workflow={project}/flow.py:Rewrite", f"judge.type={project}/flow.py:AnswerJudge",
+             f"task_reader.train={project}/one.jsonl", "rollout.batch_tasks=1", "rollout.group_size=3"))
+    episodes = _lines(out / "episodes.jsonl")
+    assert len(episodes) == 6 and sorted(e["step"] for e in episodes) == [1, 1, 1, 2, 2, 2]
+    # every repeat of both steps saw the reader's task; the judge scored against the reader's answer
+    assert [e["metadata"]["seen"] for e in episodes] == [["What is six times seven?", "forty-two", {"n": 0}]] * 6
+    assert [e["reward"] for e in episodes] == [0.0] * 6
+    assert all(e["task"]["query"] == "What is six times seven?" and e["task"]["answer"] == "forty-two"
+               and e["task"]["metadata"] == {"deep": {"n": 0}} for e in episodes)
+
+
+def _ajet(*args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ajet.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+
+
+def test_a_second_run_on_a_folder_a_live_run_holds_is_refused(project):
+    out, hold = project / "shared", project / "hold"
+    hold.touch()  # the first run's episodes wait until the second run has been refused
+    first = _ajet("--conf", str(project / "run.yaml"), f"output_dir={out}", "trainer.steps=2",
+                  "rollout.episode_timeout_s=300", HOLD_FILE=str(hold))
+    lock = out / ".ajet.lock"
+    deadline = time.time() + 300
+    while time.time() < deadline and first.poll() is None:  # the first run holds the folder
+        if lock.is_file() and f'"pid": {first.pid}' in lock.read_text():
+            break
+        time.sleep(0.05)
+    for args in ([], ["--resume"]):
+        second = _ajet("--conf", str(project / "run.yaml"), f"output_dir={out}", "trainer.steps=2", *args)
+        log, _ = second.communicate(timeout=300)
+        assert second.returncode == 2, log
+        text = " ".join(log.split())
+        assert f"error: output_dir '{out}' is in use by another live run (pid {first.pid} on " in text
+        assert "Traceback" not in log
+    hold.unlink()
+    log, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, log
+    assert [r["step"] for r in _lines(out / "metrics.jsonl")] == [1, 2]
+    assert sorted(e["step"] for e in _lines(out / "episodes.jsonl")) == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert lock.read_text() == ""  # released; the next run on the folder starts without a note
+
+
+def test_two_runs_started_together_with_time_named_folders_get_different_ones(project):
+    # the packaged default is runs/<project>/${now:%Y%m%d-%H%M%S}; a day-named folder collides for sure
+    overrides = ["output_dir=" + str(project / "runs") + "/${now:%Y%m%d}"]
+    a = load_config(project / "run.yaml", overrides, claim_run_dir=True).output_dir
+    b = load_config(project / "run.yaml", overrides, claim_run_dir=True).output_dir
+    assert b == a + "-2" and Path(a).is_dir() and Path(b).is_dir()
+    assert load_config(project / "run.yaml", overrides).output_dir == a  # --cfg and library calls claim nothing
+
+
+def test_fewer_tasks_than_batch_tasks_warns_once_naming_the_numbers(project, capsys):
+    (project / "one.jsonl").write_text(json.dumps({"query": "Say something about gas."}) + "\n")
+    out = project / "repeats"
+    run(_cfg(project, f"output_dir={out}", f"task_reader.train={project}/one.jsonl", "rollout.group_size=4",
+             "rollout.batch_tasks=8", "rollout.max_tokens_per_turn=2", "rollout.max_turns=1"))
+    err = " ".join(capsys.readouterr().err.split())
+    warning = ("warning: the train split has 1 task(s) but rollout.batch_tasks=8: each batch repeats tasks, and a "
+               "task's repeats share one group, so a group holds up to 32 episodes (8 x rollout.group_size=4) and a "
+               "batch has 1 group(s), not 8. Set rollout.batch_tasks=1 (and raise rollout.group_size) or add tasks.")
+    assert err.count(warning) == 1  # two steps, one warning
+    episodes = _lines(out / "episodes.jsonl")
+    assert len(episodes) == 64 and {e["group_id"] for e in episodes if e["step"] == 1} == {next(
+        e["group_id"] for e in episodes if e["step"] == 1)}

@@ -113,3 +113,71 @@ def test_pass_at_k_by_hand():
     assert pass_at_k(4, 1, 1) == 0.25
     assert abs(pass_at_k(4, 1, 2) - 0.5) < 1e-12  # 1 - C(3,2)/C(4,2) = 1 - 3/6
     assert pass_at_k(4, 3, 2) == 1.0
+
+
+class RewardOf(Workflow):
+    """Answers with its query; the judge below returns what the query names."""
+
+    async def execute(self, task, tuner):
+        return WorkflowOutput(answer=task.query)
+
+
+class LiteralJudge(Judge):
+    VALUES = {"str": "0.5", "true": True, "huge": 1e308, "-huge": -1e308, "part": Reward(total=1.0, parts={"p": 1e7}),
+              "bound": 1e6, "-bound": -1e6, "int": 2, "none": None}
+
+    async def score(self, task, output):
+        return self.VALUES[output.answer]
+
+
+async def test_a_string_a_bool_or_a_reward_past_the_bound_is_a_judge_failure(tiny_tokenizer):
+    engine = scripted_engine(tiny_tokenizer, [])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, RewardOf(), LiteralJudge())
+        batch = await runner.run(tasks(*LiteralJudge.VALUES), RolloutSettings(group_size=1), show_progress=False)
+    by = {e.task.query: e for e in batch.episodes}
+    assert by["str"].judge_error == ("InvalidReward: the judge returned '0.5' (str), not a number or ajet.Reward; "
+                                     "return a float (a bool or a string is not a reward)")
+    assert by["true"].judge_error.startswith("InvalidReward: the judge returned 'True' (bool)")
+    assert by["none"].judge_error.startswith("InvalidReward: the judge returned 'None' (NoneType)")
+    assert by["huge"].judge_error == ("RewardOutOfRange: the judge returned {'total': 1e+308}; rewards must lie within "
+                                      "±1e+06 (larger ones overflow the group statistics); scale the reward down")
+    assert by["-huge"].judge_error.startswith("RewardOutOfRange") and by["part"].judge_error.startswith(
+        "RewardOutOfRange: the judge returned {'p': 10000000.0}")
+    assert [by[k].reward.total for k in ("bound", "-bound", "int")] == [1e6, -1e6, 2.0]  # the bound itself is fine
+    assert batch.summary()["judge_failed"] == 6
+    assert all(not by[k].samples and by[k].reward is None for k in ("str", "true", "huge", "-huge", "part"))
+
+
+class Rewriter(Workflow):
+    """Rewrites the Task it receives, nested metadata included, then answers the question it made up."""
+
+    async def execute(self, task, tuner):
+        seen = (task.query, task.answer, task.metadata["deep"]["n"])
+        task.query, task.answer = "changed", "forged"
+        task.metadata["deep"]["n"] += 1
+        task.metadata["deep"]["list"].append("x")
+        return WorkflowOutput(answer="forged", metadata={"seen": list(seen)})
+
+
+class AnswerJudge(Judge):
+    async def score(self, task, output):
+        return float(output.answer == task.answer)
+
+
+async def test_a_workflow_that_rewrites_its_task_changes_nothing_outside_its_episode(tiny_tokenizer, tmp_path):
+    original = Task(task_id="t", query="What is 2+2?", answer="4", metadata={"deep": {"n": 0, "list": []}})
+    writer = EpisodeWriter(tmp_path / "episodes.jsonl")
+    engine = scripted_engine(tiny_tokenizer, [])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, Rewriter(), AnswerJudge(), writer=writer)
+        first = await runner.run([original], RolloutSettings(group_size=3, concurrency=1), show_progress=False)
+        second = await runner.run([original], RolloutSettings(group_size=1), step=2, show_progress=False)
+    writer.close()
+    # every repeat and the next step saw the reader's task; the judge scored "forged" against "4"
+    assert [e.output.metadata["seen"] for e in first.episodes + second.episodes] == [["What is 2+2?", "4", 0]] * 4
+    assert [e.reward.total for e in first.episodes + second.episodes] == [0.0] * 4
+    assert original.model_dump() == {"task_id": "t", "query": "What is 2+2?", "answer": "4",
+                                     "metadata": {"deep": {"n": 0, "list": []}}}
+    logged = [json.loads(line)["task"] for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert logged == [original.model_dump()] * 4

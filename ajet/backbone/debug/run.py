@@ -15,7 +15,6 @@ stage, step, optimizer, scheduler, RNG and data position.
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from ajet.backbone.debug.state import (
 )
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
 from ajet.backbone.sample_log import write_samples
+from ajet.backbone.stop import check as check_stop
+from ajet.backbone.stop import run_async
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError
@@ -37,6 +38,7 @@ from ajet.rollout.validation import evaluate
 from ajet.render import ChatRenderer
 from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
+from ajet.runlock import RunLock
 from ajet.task_reader import read_tasks
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
 from ajet.trainer.optim import build_optimizer, build_scheduler
@@ -56,9 +58,25 @@ class DebugRun:
         self.state = RunState()
         self.checkpoint: Path | None = None
         self.run_dir = Path(cfg.output_dir)
-        if resume:
+        if isinstance(resume, str):  # --resume PATH names the folder
             self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
+        # Held until run() ends (the kernel drops it if the process dies): a second run on this folder
+        # is refused before it reads or writes anything in it.
+        self.lock = RunLock(self.run_dir, "resumed training run" if resume else "training run").acquire()
+        if self.lock.note:
+            console.print(f"[yellow]{self.lock.note}[/]")
+        try:
+            if resume is True:
+                self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
+            self._setup(resume)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _setup(self, resume: bool | str) -> None:
+        cfg = self.cfg
+        if resume:
             self._check_resume_config()  # before config.yaml is rewritten
         elif latest_checkpoint(self.run_dir) is not None:
             raise CheckpointError(f"{str(self.run_dir)!r} already has checkpoints; add --resume to continue it "
@@ -146,11 +164,17 @@ class DebugRun:
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            self.lock.release()
+
+    def _run(self) -> dict[str, Any]:
         self._restore()
         if self.optimizer is None and self.state.stage_index < len(self.steps):
             self._stage_optimizer(self.cfg.stages[self.state.stage_index])
         try:
-            asyncio.run(self._run_stages())
+            run_async(self._run_stages())  # a stop signal cancels it (ajet.backbone.stop)
         finally:
             self.monitor.close()
         plot = plot_curves(self.run_dir)
@@ -178,6 +202,7 @@ class DebugRun:
                     last = self.state.stage_step == total
                     if last or (self.cfg.trainer.save_every and step % self.cfg.trainer.save_every == 0):
                         self._save(name)
+                    check_stop()  # a stop signal whose interrupt was lost still ends the run here
                 await self._publish()  # a stage's last weights reach the server too
             self.state.next_stage()
             if self.state.stage_index < len(self.steps):
@@ -215,10 +240,25 @@ class DebugRun:
         await self._publish()
         tasks = self._train_tasks()
         picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
+        self._warn_repeats(len(tasks))
         settings = settings_for(self.cfg, "train")
         settings.seed = batch_seed(self.cfg.engine.seed, self.state.global_step + 1)
         return await stack.runner.run(picked, settings, label=f"rollout {self.state.global_step + 1}",
                                       step=self.state.global_step + 1)
+
+    def _warn_repeats(self, n_tasks: int) -> None:
+        """Once: fewer tasks than rollout.batch_tasks put a task in a batch several times, and all its
+        episodes share one group (one group of batch_tasks x group_size episodes with a single task)."""
+        batch, group = self.cfg.rollout.batch_tasks, self.cfg.rollout.group_size
+        if n_tasks >= batch or getattr(self, "_warned_repeats", False):
+            return
+        self._warned_repeats = True
+        most = -(-batch // n_tasks)  # ceil: the most times one task appears in a batch
+        console.print(
+            f"[yellow]warning: the train split has {n_tasks} task(s) but rollout.batch_tasks={batch}: each batch "
+            f"repeats tasks, and a task's repeats share one group, so a group holds up to {most * group} episodes "
+            f"({most} x rollout.group_size={group}) and a batch has {min(n_tasks, batch)} group(s), not {batch}. "
+            f"Set rollout.batch_tasks={n_tasks} (and raise rollout.group_size) or add tasks.[/]")
 
     def _train_tasks(self):
         if not hasattr(self, "_tasks"):

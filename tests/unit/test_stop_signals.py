@@ -1,0 +1,77 @@
+"""SIGINT and SIGTERM stop `ajet` training and eval with exit 130 / 143, never 0, even when the
+KeyboardInterrupt they raise is lost or a cancellation is swallowed (ajet/backbone/stop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from ajet.backbone import stop
+from ajet.cli import main
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> Path:
+    path = tmp_path / "my.yaml"
+    path.write_text(f"ajet:\n  project: p\n  output_dir: {tmp_path / 'run'}\n  workflow: agent.py:A\n")
+    return path
+
+
+def _backbone(monkeypatch, run) -> None:
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry",
+                        types.SimpleNamespace(run_backbone=run, names=lambda: ["debug"]))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_lost_interrupt_still_exits_128_plus_the_signal(conf, monkeypatch, capsys, sig):
+    def swallows(cfg, resume):  # a library that catches BaseException and carries on to the end
+        try:
+            os.kill(os.getpid(), sig)
+        except BaseException:  # noqa: BLE001
+            pass
+        return None
+
+    _backbone(monkeypatch, swallows)
+    assert main(["--conf", str(conf)]) == 128 + sig
+    assert capsys.readouterr().err.strip() == f"error: stopped by {sig.name}"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # in-process: the handlers are put back
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_inside_run_async_cancels_the_main_task_even_if_it_swallows_it(conf, monkeypatch):
+    unwound = []
+
+    async def swallowing_step():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.sleep(30)  # cancelled here, not 30 s later
+        except asyncio.CancelledError:
+            unwound.append("cancelled")  # ...and swallowed: the work "finishes"
+        return "done"
+
+    def run(cfg, resume):
+        return stop.run_async(swallowing_step())
+
+    _backbone(monkeypatch, run)
+    assert main(["--conf", str(conf)]) == 143 and unwound == ["cancelled"]
+
+
+def test_check_between_steps_raises_after_a_signal_and_a_new_block_starts_clean():
+    with stop.StopSignals() as block:
+        stop.check()  # no signal: nothing to do
+    assert block.exit_code is None
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGTERM"):
+        with stop.StopSignals() as block:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except KeyboardInterrupt:
+                pass
+            stop.check()
+    assert block.exit_code == 143
+    stop.check()  # outside a block, nothing is pending
