@@ -6,9 +6,9 @@ import abc
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Strict
 
 from ajet.reward import Reward
 
@@ -39,7 +39,8 @@ class WorkflowOutput(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     answer: Any = Field(default=None, description="The agent's final answer.")
-    reward: float | Reward | None = Field(default=None, description="Set to skip the judge.")
+    # Strict: "0.5" or True is a bug in the workflow, not a score (pydantic would coerce them to numbers).
+    reward: Annotated[float, Strict()] | Reward | None = Field(default=None, description="Set to skip the judge.")
     is_success: bool | None = Field(default=None, description="Overrides the judge's success verdict.")
     messages: list[dict[str, Any]] = Field(default_factory=list, description="The conversation, for logs and judges.")
     tool_calls: list[dict[str, Any]] = Field(

@@ -19,7 +19,7 @@ from ajet.display import duration, interactive, plain_line
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
-RUN_LOGS = ("metrics.jsonl", "episodes.jsonl", "val_episodes.jsonl")  # step-keyed JSONL logs of a run folder
+RUN_LOGS = ("metrics.jsonl", "episodes.jsonl", "val_episodes.jsonl", "samples.jsonl")  # step-keyed JSONL logs of a run folder
 
 # Metrics shown in the live line, in order: (key, label, format)
 _SHOWN = [

@@ -16,6 +16,7 @@ from rich.table import Table
 from ajet.config.schema import AjetConfig
 from ajet.rollout.stack import load_tokenizer
 from ajet.rollout.validation import evaluate
+from ajet.runlock import RunLock
 
 console = Console()
 
@@ -59,15 +60,15 @@ def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
 
     check_inputs(cfg, "eval")  # a bad workflow, judge or val file fails before the model loads
     run_dir = Path(cfg.output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if model is not None:
-        cfg.model.path = model_folder(model, run_dir)
-    save_resolved_config(cfg, run_dir)
-    engine = build_engine(cfg)
-    tokenizer = load_tokenizer(cfg, engine)
-    report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir, predictions_file="predictions.jsonl"))
-    report["model"] = engine.model_name if cfg.engine.type == "chat_api" else cfg.model.path
-    print_report(report, title=f"ajet eval · {cfg.project} · {report['model']}")
-    (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    with RunLock(run_dir, "eval"):  # two evals (or an eval and a run) writing one folder would interleave
+        if model is not None:
+            cfg.model.path = model_folder(model, run_dir)
+        save_resolved_config(cfg, run_dir)
+        engine = build_engine(cfg)
+        tokenizer = load_tokenizer(cfg, engine)
+        report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir, predictions_file="predictions.jsonl"))
+        report["model"] = engine.model_name if cfg.engine.type == "chat_api" else cfg.model.path
+        print_report(report, title=f"ajet eval · {cfg.project} · {report['model']}")
+        (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     console.print(f"wrote {run_dir / 'eval.json'}")
     return report

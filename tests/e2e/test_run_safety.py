@@ -289,8 +289,10 @@ def test_a_second_run_on_a_folder_a_live_run_holds_is_refused(project):
         if lock.is_file() and f'"pid": {first.pid}' in lock.read_text():
             break
         time.sleep(0.05)
-    for args in ([], ["--resume"]):
-        second = _ajet("--conf", str(project / "run.yaml"), f"output_dir={out}", "trainer.steps=2", *args)
+    for args in (["trainer.steps=2"], ["trainer.steps=2", "--resume"], ["eval"]):  # `ajet eval` takes the lock too
+        command = ["eval", "--conf", str(project / "run.yaml")] if args == ["eval"] else \
+            ["--conf", str(project / "run.yaml"), *args]
+        second = _ajet(*command, f"output_dir={out}")
         log, _ = second.communicate(timeout=300)
         assert second.returncode == 2, log
         text = " ".join(log.split())

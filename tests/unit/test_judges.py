@@ -371,3 +371,12 @@ async def test_composite_tool_error_penalty_counts_error_shaped_results():
         out = WorkflowOutput(answer="12.5", tool_calls=[ok, {"name": "get_price", "arguments": {}, **failed}])
         reward = await j.score(task("12.5"), out)
         assert reward.total == 0.75 and reward.parts["penalty.tool_error"] == -0.25  # 1.0 - 0.25
+
+
+def test_a_workflow_reward_is_a_number_not_text_or_a_bool():
+    from pydantic import ValidationError
+
+    assert WorkflowOutput(reward=1).reward == 1.0 and WorkflowOutput(reward=0.5).reward == 0.5
+    for bad in ("0.5", True):
+        with pytest.raises(ValidationError):
+            WorkflowOutput(reward=bad)
