@@ -6,16 +6,23 @@ cancels itself or rewrites the Task it was given (query, answer, nested metadata
 neither the judge nor episodes.jsonl); the judge returns NaN for another share and a finite but huge
 1e308 / -1e308 for another (judge failures, no other group loses its update); while the GRPO run
 trains, a second `ajet` run on the same folder is started (it must be refused, exit 2, and the
-first run's steps stay [1, 2, ...]); every healthy episode first fires a barrage
+first run's steps stay [1, 2, ...]); two kinds of episode call an MCP tool that returns 5 MB of text
+or an image and send the result on to the model (cut to the limit, or a placeholder: the episode goes
+on); every healthy episode first fires a barrage
 of malformed requests at the gateway with its own key (the eight shapes that once gave 500s,
 poisonous sampling parameters, deep JSON, NaN); and a client thread in this process fires malformed
 requests at the gateway's port throughout (no key, bad keys, garbage bodies, wrong routes and
 methods, a body that never finishes). Each run is an `ajet` subprocess, as a user runs it.
 
+Then `ajet serve --enable-lora` is sent five kinds of broken LoRA adapter (wrong shape, truncated
+file, missing tensors, wrong rank, no config): each must be refused with 400 and leave the base
+model's greedy output as it was, and a good adapter must then load under the same name.
+
     python benchmarks/chaos.py [--steps 3] [--keep DIR]
 
 A run is completed when its command exits 0 with its report (eval.json; metrics.jsonl with steps
-1..n exactly), no rewritten task leaked, and (GRPO) the second run on its folder was refused. Lost episodes: expected episodes (tasks x group size, per step) without their line in the
+1..n exactly), no rewritten task leaked, every odd tool result was handled, and (GRPO) the second run
+on its folder was refused; the adapter phase counts as a third run. Lost episodes: expected episodes (tasks x group size, per step) without their line in the
 run's episodes file. Server 500s: answers with status 500 seen by either client.
 Last line: `chaos_runs_completed=<k>/<n> lost_episodes=<m> server_500s=<s>`.
 """
@@ -38,7 +45,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ["normal"] * 6 + ["raise", "hang", "exit", "swallow", "cancel", "judge_nan", "judge_huge", "mutate"]
+KINDS = ["normal"] * 6 + ["raise", "hang", "exit", "swallow", "cancel", "judge_nan", "judge_huge", "mutate",
+                          "tool_huge", "tool_image"]
+# An MCP server whose tools return a 5 MB text and an image (the tool kinds call it before answering).
+ODD_SERVER = ROOT / "tests" / "unit" / "mcp_servers" / "odd_results_server.py"
+ODD_TOOLS = {"tool_huge": "huge_report", "tool_image": "product_photo"}
 FORGED = 99.0  # the judge's reward for a task whose metadata the workflow rewrote: seen only if it leaked
 
 WORKFLOW = '''
@@ -89,6 +100,19 @@ class Chaos(Workflow):
             task.query, task.answer = "changed", "forged"
             task.metadata["kind"] = "forged"
             task.metadata.setdefault("deep", {"n": 0})["n"] += 1
+        messages = [{"role": "user", "content": task.query}]
+        tool_metrics = {}
+        if kind.startswith("tool_"):  # a 5 MB or an image result goes back to the model, as the MCP agent does
+            from ajet.workflows.mcp_client import call_tool, open_client
+
+            name = task.metadata["tool"]
+            async with open_client(task.metadata["server"]) as mcp:
+                outcome = await call_tool(mcp, name, {})
+            messages += [{"role": "assistant", "content": "", "tool_calls": [
+                             {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": "c1", "content": outcome.content}]
+            tool_metrics = {"tool_truncated": float(outcome.truncated), "tool_not_shown": float(outcome.not_shown),
+                            "tool_chars": float(len(outcome.content))}
         statuses = []
         async with httpx.AsyncClient(timeout=60) as http:
             for body in MALFORMED:
@@ -96,9 +120,10 @@ class Chaos(Workflow):
                                     headers={"Authorization": f"Bearer {tuner.api_key}"})
                 statuses.append(r.status_code)
         client = tuner.openai_client()
-        r = await client.chat.completions.create(model=tuner.model, messages=[{"role": "user", "content": task.query}])
+        r = await client.chat.completions.create(model=tuner.model, messages=messages)
         return WorkflowOutput(answer=r.choices[0].message.content,
-                              metrics={"malformed_sent": len(statuses), "malformed_500": statuses.count(500)})
+                              metrics={"malformed_sent": len(statuses), "malformed_500": statuses.count(500),
+                                       **tool_metrics})
 
 
 class NanJudge(Judge):
@@ -125,7 +150,9 @@ def _free_port() -> int:
 
 def _project(folder: Path) -> Path:
     (folder / "chaos_flow.py").write_text(WORKFLOW)
-    rows = [{"query": f"Tell me about item {i}.", "kind": kind} for i, kind in enumerate(KINDS)]
+    rows = [{"query": f"Tell me about item {i}.", "kind": kind,
+             **({"server": str(ODD_SERVER), "tool": ODD_TOOLS[kind]} if kind in ODD_TOOLS else {})}
+            for i, kind in enumerate(KINDS)]
     (folder / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "chaos.yaml").write_text(textwrap.dedent(f"""
         ajet:
@@ -215,6 +242,41 @@ def _ajet(args: list[str], port: int, log: Path, intrude: list[str] | None = Non
     return proc.returncode, time.perf_counter() - started, heckler.statuses, intruder
 
 
+def _bad_adapters(folder: Path) -> tuple[bool, dict[int, int], str]:
+    """`ajet serve --enable-lora`: five kinds of broken adapter must each get 400 and leave the base
+    model's greedy output as it was; a good adapter then loads under the same name."""
+    sys.path.insert(0, str(ROOT))
+    from ajet.models import resolve_model_path
+    from tests.e2e.serve_process import ajet_serve
+    from tests.unit import bad_adapters
+
+    tiny = resolve_model_path("tiny-random")
+    breakers = [bad_adapters.wrong_shape, bad_adapters.truncated, bad_adapters.missing_tensors,
+                bad_adapters.wrong_rank, bad_adapters.no_config]
+    body = {"model": "tiny", "prompt": [1, 2, 3, 4, 5], "max_tokens": 6, "temperature": 0}
+    refused = unchanged = 0
+    statuses: dict[int, int] = {}
+    with ajet_serve("tiny-random", folder / "serve.log", "--enable-lora") as url:
+        def greedy() -> str:
+            return httpx.post(f"{url}/completions", json=body, timeout=120).json()["choices"][0]["text"]
+
+        def load(path: Path) -> int:
+            r = httpx.post(f"{url}/load_lora_adapter", json={"lora_name": "chaos", "lora_path": str(path)}, timeout=120)
+            statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+            return r.status_code
+
+        base = greedy()
+        for n, breaker in enumerate(breakers):
+            adapter = bad_adapters.save_adapter(tiny, folder / f"adapter-{n}", seed=n)
+            breaker(adapter)
+            refused += load(adapter) == 400
+            unchanged += greedy() == base
+        good = load(bad_adapters.save_adapter(tiny, folder / "adapter-good", seed=99)) == 200
+    ok = refused == unchanged == len(breakers) and good
+    return ok, statuses, (f"bad adapters: {refused}/{len(breakers)} refused with 400 · base output unchanged after "
+                          f"{unchanged}/{len(breakers)} · a good adapter then loads under the same name: {good}")
+
+
 def _episodes(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -248,7 +310,12 @@ def main() -> None:
         # a rewritten task that reached the judge (reward 99) or the log (query "changed") leaked
         leaks = sum(1 for e in episodes if e.get("reward") == FORGED or e.get("task", {}).get("query") == "changed"
                     or e.get("task", {}).get("metadata", {}).get("kind") == "forged")
-        completed += rc == 0 and report_ok and refused and leaks == 0
+        # a 5 MB or image tool result: the episode goes on, with the result cut or a placeholder
+        tools_ok = sum(1 for e in episodes if e.get("task", {}).get("metadata", {}).get("kind") in ODD_TOOLS
+                       and not e.get("error") and (e.get("metrics", {}).get("tool_truncated")
+                                                   or e.get("metrics", {}).get("tool_not_shown")))
+        tools_expected = sum(1 for e in episodes if e.get("task", {}).get("metadata", {}).get("kind") in ODD_TOOLS)
+        completed += rc == 0 and report_ok and refused and leaks == 0 and tools_ok == tools_expected
         missing = max(expected - len(episodes), 0)
         lost += missing
         inner = [e.get("metrics", {}) for e in episodes]
@@ -262,12 +329,16 @@ def main() -> None:
         concurrent = "" if intruder is None else f" · second run on its folder: exit {intruder[0]}" + (
             " (refused)" if refused else f" (NOT refused: {intruder[1][-300:]!r})")
         print(f"{name}: exit {rc} in {seconds:.0f} s · episodes {len(episodes)}/{expected} · outcomes {errors} · "
-              f"task leaks {leaks} · malformed with keys {inner_sent} (500s: {inner_500}) · heckler "
+              f"task leaks {leaks} · odd tool results handled {tools_ok}/{tools_expected} · malformed with keys {inner_sent} (500s: {inner_500}) · heckler "
               f"{dict(sorted(statuses.items()))}{concurrent}")
         if rc != 0:
             print((folder / f"{name}.log").read_text()[-2000:])
+    adapters_ok, adapter_statuses, line = _bad_adapters(folder)
+    print(line)
+    completed += adapters_ok
+    server_500s += adapter_statuses.get(500, 0)
     print(f"runs in {folder}")
-    print(f"chaos_runs_completed={completed}/{len(runs)} lost_episodes={lost} server_500s={server_500s}")
+    print(f"chaos_runs_completed={completed}/{len(runs) + 1} lost_episodes={lost} server_500s={server_500s}")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "ajet"
 
 # A module may not import these packages at all (lazily or not). `ajet.eval` (scoring a model) and
-# `ajet.serving` / `ajet.serve` (serving one) are commands on top: nothing they use imports them back.
-# Prefixes are matched as strings, so "ajet.serve" covers both `ajet.serve` and `ajet.serving.*`
-# (whichever layout serving has) and "ajet.eval" covers `ajet.eval.*`.
-_COMMANDS = ("ajet.eval", "ajet.serve", "ajet.cli")
+# `ajet.serving` (serving one) and `ajet.view` (browsing run folders) are commands on top: nothing they
+# use imports them back.
+_COMMANDS = ("ajet.eval", "ajet.serving", "ajet.view", "ajet.cli")
 FORBIDDEN = {
     "ajet.config": ("ajet.gateway", "ajet.engine", "ajet.rollout", "ajet.trainer", "ajet.tracker", "ajet.judge",
                     *_COMMANDS),
@@ -28,7 +27,7 @@ FORBIDDEN = {
     "ajet.export": _COMMANDS,
     "ajet.generate": ("ajet.eval", "ajet.cli"),
     # Serving is below evaluation: `ajet eval --benchmark bfcl` serves a local model, never the reverse.
-    "ajet.serve": ("ajet.eval", "ajet.cli"),
+    "ajet.serving": ("ajet.eval", "ajet.cli"),
     "ajet.eval": ("ajet.cli",),
 }
 ALLOWED = {("ajet.config.loader", "ajet.backbone.registry")}
@@ -90,9 +89,7 @@ def test_no_import_circles_at_module_level() -> None:
 
 
 def _in_layer(module: str, layer: str) -> bool:
-    # "ajet.serve" names serving in both layouts: the module ajet/serve.py and the package ajet/serving/.
-    prefixes = (layer, "ajet.serving") if layer == "ajet.serve" else (layer,)
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
+    return module == layer or module.startswith(layer + ".")
 
 
 def test_lower_layers_never_import_higher_ones() -> None:
