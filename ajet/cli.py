@@ -30,7 +30,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "train-retriever")
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
     "optional), +workflow_args.x=1 adds a key, ~key deletes one, 'algorithm=[sft,grpo]' sets a list"
@@ -46,6 +46,7 @@ commands:
   ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
   ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations
+  ajet train-retriever --pairs F   train the tool retriever on (query, tool) pairs (docs/retrieval.md)
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -299,6 +300,17 @@ def _data(argv: list[str]) -> int:
     return 0
 
 
+def _train_retriever(argv: list[str]) -> int:
+    from ajet.retrieval.command import add_arguments, run
+
+    parser = _parser("train-retriever", "Train the embedding tool retriever contrastively on (query, tool) pairs "
+                                        "from SFT demonstrations or tasks; save it as a folder for "
+                                        "workflow_args.tool_retrieval.retriever.")
+    add_arguments(parser)
+    run(parser.parse_args(argv))
+    return 0
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None) -> Any:
     """Load and validate the config; with --cfg print it and return None."""
     from ajet.config.loader import config_to_yaml, load_config
@@ -317,7 +329,7 @@ def _exit_code(result: Any) -> int:
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
-    "generate": _generate, "bench": _bench, "data": _data,
+    "generate": _generate, "bench": _bench, "data": _data, "train-retriever": _train_retriever,
 }
 
 

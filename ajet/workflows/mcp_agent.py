@@ -28,6 +28,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.errors import ConfigError
+from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs
 from ajet.workflow import Task, Workflow, WorkflowOutput
 from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
 
@@ -55,6 +56,9 @@ class McpAgentArgs(BaseModel):
         None, description="Sent with every LLM call when set; false: at most one tool call per reply (enforced "
         "by the gateway). None: not sent (the model may call several tools at once).")
     tool_timeout_s: float = Field(30.0, gt=0, description="A tool call running longer is an error result.")
+    tool_retrieval: ToolRetrievalArgs | None = Field(
+        None, description="{top_k, retriever}: offer the model only the top_k tools for the task's query "
+        "(docs/retrieval.md). None: every tool.")
 
 
 def assistant_message(message: Any) -> dict[str, Any]:
@@ -74,6 +78,7 @@ class McpAgent(Workflow):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.args = _parse_args(kwargs)
+        self.retrieval = ToolRetrieval(self.args.tool_retrieval) if self.args.tool_retrieval else None
 
     async def execute(self, task: Task, tuner: Any) -> WorkflowOutput:
         args = self.args
@@ -88,6 +93,8 @@ class McpAgent(Workflow):
         answer, stop, llm_calls = "", "max_turns", 0
         async with open_client(args.server, self.base_dir) as mcp:
             tools = await list_openai_tools(mcp)
+            if self.retrieval:
+                tools = self.retrieval.select(tools, task.query, self.base_dir)
             for turn in range(max_turns):
                 choice = args.first_tool_choice if turn == 0 and args.first_tool_choice else args.tool_choice
                 try:
