@@ -141,7 +141,7 @@ def test_train_retriever_command_end_to_end(small_set, tmp_path):
     tools, train, heldout = small_set
     (tmp_path / "tools.json").write_text(json.dumps(tools))
     (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train) + "not json\n")
-    cmd = [sys.executable, "-m", "ajet", "train-retriever", "--pairs", str(tmp_path / "tasks.jsonl"),
+    cmd = [sys.executable, "-m", "ajet.cli", "train-retriever", "--pairs", str(tmp_path / "tasks.jsonl"),
            "--tools", str(tmp_path / "tools.json"), "--out", str(tmp_path / "ret"), "--epochs", "5"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -149,7 +149,7 @@ def test_train_retriever_command_end_to_end(small_set, tmp_path):
     retriever = load_retriever(str(tmp_path / "ret"))
     retriever.index(tools)
     assert recall(retriever, heldout, 8) >= 0.9
-    bad = subprocess.run(cmd[:4] + [str(tmp_path / "missing.jsonl")] + cmd[5:], capture_output=True, text=True,
+    bad = subprocess.run(cmd[:5] + [str(tmp_path / "missing.jsonl")] + cmd[6:], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "--pairs" in bad.stderr and "missing.jsonl does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr
