@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ajet.retrieval.base import Retriever, check_tools, load_retriever, select_tools
+from ajet.retrieval.base import Retriever, check_tools
+from ajet.retrieval.load import load_retriever, select_tools
 
 
 class ToolRetrievalArgs(BaseModel):

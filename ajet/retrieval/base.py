@@ -1,10 +1,9 @@
-"""The retriever interface, the text a tool is searched by, and loading a retriever by name or folder."""
+"""The retriever interface and the text a tool is searched by."""
 
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import Any
 
 from ajet.errors import ConfigError
@@ -94,28 +93,3 @@ class Retriever(ABC):
     def _best(self, scores: list[float], k: int) -> list[str]:
         order = sorted(range(len(scores)), key=lambda i: -scores[i])
         return [self.names[i] for i in order[:k]]
-
-
-def load_retriever(spec: str, base_dir: str | Path | None = None) -> Retriever:
-    """'bm25', or the folder a trained retriever was saved to (relative paths resolve against base_dir)."""
-    if spec == "bm25":
-        from ajet.retrieval.bm25 import BM25Retriever
-
-        return BM25Retriever()
-    path = Path(spec)
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    if not (path / "retriever.json").is_file():
-        raise ConfigError(f"tool retrieval: retriever = {spec!r} is neither 'bm25' nor a trained retriever folder "
-                          f"({path / 'retriever.json'} does not exist); train one with `ajet train-retriever`")
-    from ajet.retrieval.embedding import EmbeddingRetriever
-
-    return EmbeddingRetriever.load(path)
-
-
-def select_tools(retriever: Retriever, tools: list[dict[str, Any]], query: str, k: int) -> list[dict[str, Any]]:
-    """The specs of the k tools best for `query`, best first (all of them when there are no more than k)."""
-    if len(tools) <= k:
-        return list(tools)
-    by_name = {tool_name(t): t for t in tools}
-    return [by_name[name] for name in retriever.top_k(query, k)]
