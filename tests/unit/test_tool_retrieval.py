@@ -186,3 +186,16 @@ async def test_missing_retriever_folder_is_a_clear_error(llm, tmp_path):
     tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
     with pytest.raises(ConfigError, match="retriever = 'no_such_dir' is neither 'bm25' nor a trained retriever"):
         await workflow.execute(Task(task_id="t", query="q"), tuner)
+
+
+def test_docs_example_and_preset_are_valid_workflow_args():
+    import re
+
+    import yaml
+
+    doc = (ROOT / "docs" / "retrieval.md").read_text()
+    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", doc, re.S).group(1))["ajet"]["workflow_args"]
+    agent = McpAgent(**example)
+    assert agent.args.tool_retrieval.top_k == 8 and agent.args.tool_retrieval.retriever == "bm25"
+    preset = yaml.safe_load((ROOT / "conf" / "workflow" / "mcp_agent.yaml").read_text())["workflow_args"]
+    assert McpAgent(**{**preset, "server": "s.py"}).retrieval is None  # the preset's default: every tool
