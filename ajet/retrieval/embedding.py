@@ -158,7 +158,11 @@ class EmbeddingRetriever(Retriever):
 
         bm25 = BM25Retriever()
         bm25.index(tools)
-        confusable = {q: [n for n in bm25.top_k(q, hard_negatives + 1) if n != name] for q, name in pairs}
+        positives: dict[str, set[str]] = {}
+        for q, name in pairs:  # a task calling two tools gives its query two positives
+            positives.setdefault(q, set()).add(name)
+        confusable = {q: [n for n in bm25.top_k(q, hard_negatives + len(pos)) if n not in pos]
+                      for q, pos in positives.items()}
         rng = random.Random(seed)
         torch.manual_seed(seed)
         params = list(self.head.parameters()) + (list(self.model.parameters()) if full else [])
@@ -186,8 +190,8 @@ class EmbeddingRetriever(Retriever):
                     q = self.embed(torch.stack([query_vecs[q] for q, _ in batch]))  # (B, D)
                     d = self.embed(torch.stack([tool_vecs[n] for n in docs]))  # (2B, D)
                 logits = q @ d.T / temperature  # (B, 2B)
-                # a doc that is the query's own tool, other than its positive column, is no negative
-                same = torch.tensor([[docs[j] == batch[i][1] and j != i for j in range(len(docs))]
+                # a doc that is one of the query's own tools, other than its positive column, is no negative
+                same = torch.tensor([[docs[j] in positives[batch[i][0]] and j != i for j in range(len(docs))]
                                      for i in range(len(batch))])
                 logits = logits.masked_fill(same, float("-inf"))
                 loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
