@@ -137,6 +137,15 @@ def test_save_load_round_trip_gives_identical_rankings(small_set, trained, tmp_p
 
 
 @needs_minilm
+def test_training_pairs_must_name_listed_tools(small_set, trained):
+    tools, _, _ = small_set
+    with pytest.raises(ConfigError, match="1 pair tool.s. are not in the tool list, e.g. 'get_nothing'"):
+        trained.train([("q", "get_nothing")], tools)
+    with pytest.raises(ConfigError, match="no .query, tool. pairs"):
+        trained.train([], tools)
+
+
+@needs_minilm
 def test_train_retriever_command_end_to_end(small_set, tmp_path):
     tools, train, heldout = small_set
     (tmp_path / "tools.json").write_text(json.dumps(tools))
