@@ -1,5 +1,5 @@
 """The `ajet` command line: train (the default command), `eval`, `serve`, `export`, `setup`, `generate`,
-`bench` and `data`.
+`bench`, `data`, `view` and `train-retriever`.
 
     ajet --conf my.yaml [--backbone debug] [--resume [PATH]] [--cfg] [key=value ...]
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
@@ -11,11 +11,13 @@
     ajet export --checkpoint PATH --out DIR --gguf q8_0   |   ajet export --verify DIR
     ajet bench --endpoint URL --model M
     ajet data xlam IN --out DIR
+    ajet view RUN_DIR [RUN_DIR ...] [--port 0] [--no-browser]
+    ajet train-retriever --pairs FILE (--tools TOOLS.json | --conf my.yaml) --out DIR
 
 This module only parses arguments, loads the config and calls the command's function; the work
 lives in `ajet.backbone` (train, setup), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
 bench), `ajet.serving` (serve), `ajet.export`, `ajet.generate`, `ajet.task_reader.xlam` (data) and
-`ajet.view` (view), imported only when their command runs, so `--help` and `--cfg` stay fast (no
+`ajet.view` (view), `ajet.retrieval` (train-retriever), imported only when their command runs, so `--help` and `--cfg` stay fast (no
 torch). Every `AjetError` is printed as one red paragraph without a traceback and exits with its
 `exit_code` (2); a run stopped by Ctrl-C (SIGINT) exits 130, by SIGTERM 143.
 """
@@ -31,7 +33,7 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "view")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "view", "train-retriever")
 STOPPABLE = ("train", "eval")  # long runs whose SIGINT / SIGTERM exit code is guaranteed non-zero
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
@@ -49,6 +51,7 @@ commands:
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
   ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations
   ajet view RUN_DIR ...            browse runs in a web page: curves, episodes, tokens (read-only)
+  ajet train-retriever --pairs F   train the tool retriever on (query, tool) pairs (docs/retrieval.md)
 
 Run `ajet COMMAND --help` for a command's options; every config key is listed in
 docs/configuration.md (or `ajet --help-config`).
@@ -344,6 +347,17 @@ def _view(argv: list[str]) -> int:
     return view_main(args.run_dirs, host=args.host, port=args.port, open_browser=not args.no_browser)
 
 
+def _train_retriever(argv: list[str]) -> int:
+    from ajet.retrieval.command import add_arguments, run
+
+    parser = _parser("train-retriever", "Train the embedding tool retriever contrastively on (query, tool) pairs "
+                                        "from SFT demonstrations or tasks; save it as a folder for "
+                                        "workflow_args.tool_retrieval.retriever.")
+    add_arguments(parser)
+    run(parser.parse_args(argv))
+    return 0
+
+
 def _load(args: argparse.Namespace, backbone: str | None = None, claim_run_dir: bool = False) -> Any:
     """Load and validate the config; with --cfg print it and return None. claim_run_dir: a run starts,
     so a time-named output_dir is created now, unique even beside a run started in the same second."""
@@ -364,6 +378,7 @@ def _exit_code(result: Any) -> int:
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
     "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
     "generate": _generate, "bench": _bench, "data": _data, "view": _view,
+    "train-retriever": _train_retriever,
 }
 
 

@@ -33,6 +33,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.errors import ConfigError
+from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, record_error
 from ajet.workflow import Task, Workflow, WorkflowOutput
 from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
@@ -65,6 +66,9 @@ class McpAgentArgs(BaseModel):
         DEFAULT_MAX_RESULT_CHARS, ge=100, description="A tool result longer than this (characters) is cut to "
         "its first max_result_chars, marked '... [truncated: N characters, showing the first M]', and counted "
         "in metrics.tool_results_truncated; a huge result would otherwise overflow the next LLM call.")
+    tool_retrieval: ToolRetrievalArgs | None = Field(
+        None, description="{top_k, retriever}: offer the model only the top_k tools for the task's query "
+        "(docs/retrieval.md). None: every tool.")
 
 
 def assistant_message(message: Any) -> dict[str, Any]:
@@ -84,6 +88,7 @@ class McpAgent(Workflow):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.args = _parse_args(kwargs)
+        self.retrieval = ToolRetrieval(self.args.tool_retrieval) if self.args.tool_retrieval else None
 
     async def execute(self, task: Task, tuner: Any) -> WorkflowOutput:
         args = self.args
@@ -98,6 +103,8 @@ class McpAgent(Workflow):
         answer, stop, llm_calls, truncated, not_shown = "", "max_turns", 0, 0, 0
         async with open_client(args.server, self.base_dir) as mcp:
             tools = await list_openai_tools(mcp)
+            if self.retrieval:
+                tools = self.retrieval.select(tools, task.query, self.base_dir)
             for turn in range(max_turns):
                 choice = args.first_tool_choice if turn == 0 and args.first_tool_choice else args.tool_choice
                 try:
