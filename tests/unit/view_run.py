@@ -76,7 +76,7 @@ def build_eval_folder(base: Path) -> Path:
     """An `ajet eval` output folder (eval_episodes.jsonl, eval.json) of the same workflow."""
     if "eval" in _built:
         return _built["eval"]
-    build_view_run(base)
+    base = build_view_run(base).parent  # the session's run may have been made under another test's folder
     out = base / "eval"
     proc = subprocess.run([sys.executable, "-m", "ajet.cli", "eval", "--conf", str(base / "view.yaml"),
                            f"output_dir={out}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
