@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,23 +39,35 @@ def ajet_serve(model: str, log: Path, *flags: str, served_name: str | None = "ti
                                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"ajet serve exited with {proc.returncode}:\n{log.read_text()}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ajet serve did not answer /health within 60 s:\n{log.read_text()}")
-            time.sleep(0.2)
+        wait_ready(proc, log, lambda: httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200,
+                   "ajet serve")
         yield url
     finally:
-        proc.terminate()
+        stop(proc)
+
+
+def wait_ready(proc: subprocess.Popen, log: Path, ready: Callable[[], bool], what: str, timeout_s: float = 60,
+               poll_s: float = 0.2) -> None:
+    """Poll `ready()` (an HTTP error counts as not yet) until it is true; raise with the process's log
+    when the process exits first or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text()}")
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            if ready():
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer within {timeout_s:g} s:\n{log.read_text()}")
+        time.sleep(poll_s)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -10,12 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+
+from tests.e2e.serve_process import stop, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,27 +99,16 @@ def ajet_view(run_dirs: list[Path], log: Path) -> Iterator[str]:
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "view", *map(str, run_dirs), "--port", "0",
                                  "--no-browser"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    found: list[str] = []
+
+    def ready() -> bool:  # the address is in the log once the server is up; then /api/runs must answer
+        match = re.search(r"ajet view: (http://127\.0\.0\.1:\d+/)", log.read_text())
+        if match and not found:
+            found.append(match.group(1))
+        return bool(found) and httpx.get(found[0] + "api/runs", timeout=5).status_code == 200
+
     try:
-        deadline = time.monotonic() + 60
-        url = None
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"ajet view exited with {proc.returncode}:\n{log.read_text()}")
-            found = re.search(r"ajet view: (http://127\.0\.0\.1:\d+/)", log.read_text())
-            url = found.group(1) if found else None
-            try:
-                if url and httpx.get(url + "api/runs", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ajet view did not answer within 60 s:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield url
+        wait_ready(proc, log, ready, "ajet view", poll_s=0.1)
+        yield found[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
