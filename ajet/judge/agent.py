@@ -22,7 +22,6 @@ end-to-end success, not a threshold on the weighted sum.
 
 from __future__ import annotations
 
-import difflib
 import math
 from typing import Any
 
@@ -32,10 +31,9 @@ from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
 from ajet.judge.composite import PENALTY_TRIGGERS, check_penalties
 from ajet.judge.function_call import expected_calls, parse_failures, predicted_calls
-from ajet.judge.registry import build_judge, current_base_dir, current_where, parse_args
+from ajet.judge.registry import build_judge, check_weights, current_base_dir, current_where, parse_args
 from ajet.workflow import Task, WorkflowOutput
 
-PARTS = ("task_completion", "tool_accuracy", "efficiency", "timing_quality", "format_compliance")
 DEFAULT_WEIGHTS = {"task_completion": 0.4, "tool_accuracy": 0.25, "efficiency": 0.15, "timing_quality": 0.10,
                    "format_compliance": 0.10}
 DEFAULT_PENALTIES = {"wrong_tool": -0.3, "redundant_call": -0.2, "format_error": -0.1, "timeout": -0.5}
@@ -57,14 +55,7 @@ class AgentArgs(BaseModel):
     @field_validator("weights")
     @classmethod
     def _known_parts(cls, value: dict[str, float]) -> dict[str, float]:
-        for key, weight in value.items():
-            if key not in DEFAULT_WEIGHTS:
-                close = difflib.get_close_matches(key, PARTS, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown part {key!r}{hint} (parts: {', '.join(PARTS)})")
-            if weight < 0:
-                raise ValueError(f"weight of {key!r} is {weight}; weights must be >= 0")
-        return value
+        return check_weights(value, DEFAULT_WEIGHTS, "part")
 
     @field_validator("penalties")
     @classmethod
@@ -171,8 +162,6 @@ class AgentJudge(Judge):
         super().__init__(**kwargs)
         self.args = parse_args(AgentArgs, kwargs, "agent")
         self.weights = {**DEFAULT_WEIGHTS, **self.args.weights}
-        if sum(self.weights.values()) <= 0:
-            raise JudgeError("agent judge: every part weight is 0; give at least one part a positive weight")
         self.completion = build_judge(self.args.completion, current_base_dir(), where=f"{current_where()}.args.completion")
 
     async def score(self, task: Task, output: WorkflowOutput) -> Reward:

@@ -24,11 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
-from ajet.judge.registry import parse_args
+from ajet.judge.registry import check_weights, parse_args
 from ajet.tool_results import record_error
 from ajet.workflow import Task, WorkflowOutput
 
-METRICS = ("parse_rate", "func_name_accuracy", "param_f1", "schema_hit_rate", "exec_rate")
 DEFAULT_WEIGHTS = {
     "parse_rate": 0.1,
     "func_name_accuracy": 0.3,
@@ -61,18 +60,7 @@ class FunctionCallArgs(BaseModel):
     @field_validator("weights")
     @classmethod
     def _known_metrics(cls, value: dict[str, float]) -> dict[str, float]:
-        import difflib
-
-        for key, weight in value.items():
-            if key not in DEFAULT_WEIGHTS:
-                close = difflib.get_close_matches(key, METRICS, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown metric {key!r}{hint} (metrics: {', '.join(METRICS)})")
-            if weight < 0:
-                raise ValueError(f"weight of {key!r} is {weight}; weights must be >= 0")
-        if sum({**DEFAULT_WEIGHTS, **value}.values()) <= 0:
-            raise ValueError("all weights are 0; give at least one metric a positive weight")
-        return value
+        return check_weights(value, DEFAULT_WEIGHTS, "metric")
 
 
 class FunctionCallJudge(Judge):

@@ -88,6 +88,21 @@ def parse_args(model: type[ArgsT], args: dict[str, Any], judge_name: str) -> Arg
         raise ConfigError(_format_validation(exc, prefix, judge_name)) from None
 
 
+def check_weights(value: dict[str, float], defaults: dict[str, float], noun: str) -> dict[str, float]:
+    """Weights a judge's YAML overrides: known names (with a did-you-mean), >= 0, and at least one
+    positive once merged with `defaults`. `noun` names what is weighted ('metric', 'part')."""
+    for key, weight in value.items():
+        if key not in defaults:
+            close = difflib.get_close_matches(key, list(defaults), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown {noun} {key!r}{hint} ({noun}s: {', '.join(defaults)})")
+        if weight < 0:
+            raise ValueError(f"weight of {key!r} is {weight}; weights must be >= 0")
+    if sum({**defaults, **value}.values()) <= 0:
+        raise ValueError(f"all weights are 0; give at least one {noun} a positive weight")
+    return value
+
+
 def _format_validation(exc: ValidationError, prefix: str, judge_name: str) -> str:
     lines = []
     for err in exc.errors():

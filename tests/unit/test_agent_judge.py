@@ -70,6 +70,9 @@ async def test_weights_penalties_and_optimal_steps_are_configurable():
 def test_bad_arguments_and_missing_references_are_clear():
     with pytest.raises(ConfigError, match="unknown part 'tool_acuracy'; did you mean 'tool_accuracy'"):
         agent(weights={"tool_acuracy": 1})
+    with pytest.raises(ConfigError, match="all weights are 0; give at least one part a positive weight"):
+        agent(weights=dict.fromkeys(("task_completion", "tool_accuracy", "efficiency", "timing_quality",
+                                     "format_compliance"), 0.0))
     with pytest.raises(ConfigError, match="penalties are added, write -0.3 to subtract"):
         agent(penalties={"wrong_tool": 0.3})
     with pytest.raises(JudgeError, match="optimal_steps must be an integer >= 0"):
