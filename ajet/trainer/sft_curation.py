@@ -12,7 +12,7 @@ import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,10 +22,18 @@ from ajet.samples import Sample
 from ajet.trainer.curation import (DialogMetrics, ReplayBuffer, conversation_words, lexical_diversity,
                                    select_coreset, weighted_mix)
 from ajet.trainer.logprobs import token_logprobs
-from ajet.trainer.sft_data import LoadReport, conversation_sample, parse_conversation, read_jsonl
+from ajet.trainer.sft_data import Conversation, LoadReport, conversation_sample, parse_conversation, read_jsonl
 
 REPORT = "sft_curation.json"
 LossFn = Callable[[Sequence[Sample]], list[float]]
+
+
+class _Row(NamedTuple):
+    """One usable SFT row: as read (kept for the replay buffer), parsed, and rendered."""
+
+    raw: dict[str, Any]
+    conv: Conversation
+    sample: Sample
 
 
 def sample_losses(model: torch.nn.Module, pad_id: int) -> LossFn:
@@ -54,16 +62,16 @@ def curated_sft_samples(sft: SftConfig, renderer: ChatRenderer, run_dir: Path, s
     """The samples the SFT stage trains on, the load report, and the curation report."""
     saved = run_dir / REPORT
     rows, report = read_jsonl(sft.data, lambda row: (row, parse_conversation(row)))
-    rendered: list[tuple[dict[str, Any], Sample]] = []
+    rendered: list[_Row] = []
     for i, (row, conv) in enumerate(rows):
         try:
-            rendered.append((row, conversation_sample(renderer, conv, i)))
+            rendered.append(_Row(row, conv, conversation_sample(renderer, conv, i)))
         except Exception as exc:  # a template that cannot render this row: skip it, say so
             report.skipped.append(f"{sft.data}: conversation {i}: cannot render: {exc}")
     if saved.is_file():  # a resumed run: the rows chosen when it started
         curation = json.loads(saved.read_text(encoding="utf-8"))
         replayed = [_render(renderer, r, n) for n, r in enumerate(curation["replayed_rows"])]
-        return [rendered[i][1] for i in curation["selected"]] + replayed, report, curation
+        return [rendered[i].sample for i in curation["selected"]] + replayed, report, curation
 
     metrics = _metrics(rendered, loss_fn if _needs_loss(sft, rendered) else None)
     pool = list(range(len(rendered)))
@@ -79,13 +87,14 @@ def curated_sft_samples(sft: SftConfig, renderer: ChatRenderer, run_dir: Path, s
     if sft.replay:
         buffer = ReplayBuffer(sft.replay.buffer, sft.replay.buffer_size)
         replayed_rows = buffer.sample(round(sft.replay.ratio * len(selected)), seed)
-        buffer.add([rendered[i][0] for i in dict.fromkeys(selected)], seed)
+        buffer.add([rendered[i].raw for i in dict.fromkeys(selected)], seed)
         buffer.save()
+    chosen = set(selected)
     curation = {
         "rows": len(rendered), "selected": selected, "replayed": len(replayed_rows), "task_mix": mix,
         "strategy": sft.coreset.strategy if sft.coreset else None, "replayed_rows": replayed_rows,
         "summary": {"all": _summary(metrics), "selected": _summary([metrics[i] for i in selected])},
-        "dialogs": [{k: v for k, v in vars(m).items() if k != "words"} | {"selected": m.index in set(selected)}
+        "dialogs": [{k: v for k, v in vars(m).items() if k != "words"} | {"selected": m.index in chosen}
                     for m in metrics],
     }
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +102,7 @@ def curated_sft_samples(sft: SftConfig, renderer: ChatRenderer, run_dir: Path, s
     tmp.write_text(json.dumps(curation, ensure_ascii=False, indent=1), encoding="utf-8")
     tmp.replace(saved)
     replayed = [_render(renderer, r, n) for n, r in enumerate(replayed_rows)]
-    return [rendered[i][1] for i in selected] + replayed, report, curation
+    return [rendered[i].sample for i in selected] + replayed, report, curation
 
 
 def describe(curation: dict[str, Any]) -> str:
@@ -108,9 +117,9 @@ def describe(curation: dict[str, Any]) -> str:
     return "SFT data: " + "; ".join(parts) + f" (details: {REPORT})"
 
 
-def _needs_loss(sft: SftConfig, rendered: list[tuple[dict[str, Any], Sample]]) -> bool:
+def _needs_loss(sft: SftConfig, rendered: list[_Row]) -> bool:
     needs = bool(sft.coreset and sft.coreset.strategy in ("loss_topk", "hybrid"))
-    return needs and any(_metadata_loss(row) is None for row, _ in rendered)
+    return needs and any(_metadata_loss(r.raw) is None for r in rendered)
 
 
 def _metadata_loss(row: dict[str, Any]) -> float | None:
@@ -119,12 +128,12 @@ def _metadata_loss(row: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _metrics(rendered: list[tuple[dict[str, Any], Sample]], loss_fn: LossFn | None) -> list[DialogMetrics]:
-    missing = [i for i, (row, _) in enumerate(rendered) if _metadata_loss(row) is None]
-    computed = dict(zip(missing, loss_fn([rendered[i][1] for i in missing]))) if loss_fn and missing else {}
+def _metrics(rendered: list[_Row], loss_fn: LossFn | None) -> list[DialogMetrics]:
+    missing = [i for i, r in enumerate(rendered) if _metadata_loss(r.raw) is None]
+    computed = dict(zip(missing, loss_fn([rendered[i].sample for i in missing]))) if loss_fn and missing else {}
     metrics = []
-    for i, (row, sample) in enumerate(rendered):
-        words, assistant = conversation_words(parse_conversation(row).messages)
+    for i, (row, conv, sample) in enumerate(rendered):
+        words, assistant = conversation_words(conv.messages)
         meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
         loss = _metadata_loss(row)  # a loss the row already carries is respected
         metrics.append(DialogMetrics(
