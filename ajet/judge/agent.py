@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
-from ajet.judge.composite import PENALTY_TRIGGERS, check_penalties
+from ajet.judge.composite import check_penalties, penalty_parts
 from ajet.judge.function_call import expected_calls, parse_failures, predicted_calls
 from ajet.judge.registry import build_judge, check_weights, current_base_dir, current_where, parse_args
 from ajet.workflow import Task, WorkflowOutput
@@ -178,14 +178,10 @@ class AgentJudge(Judge):
             "timing_quality": timing_quality(bool(called), bool(ref.target_tools)),
             "format_compliance": format_compliance(output),
         }
-        total = sum(self.weights[name] * value for name, value in parts.items())
-        fired = []
-        for name, amount in self.args.penalties.items():
-            hit = PENALTY_TRIGGERS[name](task, output, self.args.expected_key)
-            parts[f"penalty.{name}"] = amount if hit else 0.0
-            if hit:
-                total += amount
-                fired.append(name)
+        penalties = penalty_parts(self.args.penalties, task, output, self.args.expected_key)
+        total = sum(self.weights[name] * value for name, value in parts.items()) + sum(penalties.values())
+        parts.update(penalties)
+        fired = [name for name in self.args.penalties if penalties[f"penalty.{name}"]]
         for key, value in done.parts.items():
             parts[f"completion.{key}"] = value
         success = done.is_success if done.is_success is not None else done.total >= self.completion.success_threshold

@@ -92,6 +92,12 @@ def check_penalties(value: dict[str, float]) -> dict[str, float]:
     return value
 
 
+def penalty_parts(penalties: dict[str, float], task: Task, output: WorkflowOutput, expected_key: str) -> dict[str, float]:
+    """`penalty.<name>`: its amount when its trigger fires for this episode, else 0.0."""
+    return {f"penalty.{name}": amount if PENALTY_TRIGGERS[name](task, output, expected_key) else 0.0
+            for name, amount in penalties.items()}
+
+
 class PartSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -170,10 +176,9 @@ class CompositeJudge(Judge):
             parts[spec.name] = reward.total
             for key, value in reward.parts.items():
                 parts[f"{spec.name}.{key}"] = value
-        for name, amount in self.args.penalties.items():
-            fired = PENALTY_TRIGGERS[name](task, output, self.args.expected_key)
-            parts[f"penalty.{name}"] = amount if fired else 0.0
-            total += amount if fired else 0.0
+        penalties = penalty_parts(self.args.penalties, task, output, self.args.expected_key)
+        parts.update(penalties)
+        total += sum(penalties.values())
         if self.args.clip is not None:
             total = min(max(total, self.args.clip[0]), self.args.clip[1])
         feedback = "; ".join(f"{spec.name}: {r.feedback}" for spec, r in zip(self.args.parts, rewards) if r.feedback)
