@@ -17,7 +17,6 @@ OpenAI-shaped error naming it; a corrupt line is returned as {"corrupt": true, "
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from ajet.backbone.monitor import finite_json
 from ajet.errors import GatewayError
-from ajet.gateway.request import error_response, install_error_handlers
+from ajet.gateway.request import bad_request, error_response, install_error_handlers
 from ajet.view.episodes import SORT_KEYS, EpisodeFilter, facets, select
 from ajet.view.jsonl_index import JsonlIndex
 from ajet.view.run_folder import EPISODE_FILES, RunFolder
@@ -37,24 +37,10 @@ STATIC = Path(__file__).resolve().parent / "static"
 MAX_PAGE = 500
 
 
-def _finite(value: Any) -> Any:
-    """NaN and infinities as null: they are not JSON, and a browser's JSON.parse refuses them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 class ViewJSON(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return json.dumps(_finite(content), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _bad(param: str, message: str) -> GatewayError:
-    return GatewayError(message, status=400, param=param)
+        # NaN and infinities as null: they are not JSON, and a browser's JSON.parse refuses them
+        return json.dumps(finite_json(content), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 class _Query:
@@ -74,9 +60,9 @@ class _Query:
         try:
             value = kind(raw)
         except ValueError:
-            raise _bad(name, f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+            raise bad_request(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}", name) from None
         if (low is not None and value < low) or (high is not None and value > high) or value != value:
-            raise _bad(name, f"{name}={raw!r} is outside [{low}, {high}]")
+            raise bad_request(f"{name}={raw!r} is outside [{low}, {high}]", name)
         return value
 
     def flag(self, name: str) -> bool | None:
@@ -84,13 +70,13 @@ class _Query:
         if raw is None:
             return None
         if raw.lower() not in ("true", "false", "1", "0"):
-            raise _bad(name, f"{name}={raw!r}: use true or false")
+            raise bad_request(f"{name}={raw!r}: use true or false", name)
         return raw.lower() in ("true", "1")
 
     def choice(self, name: str, options: tuple[str, ...], default: str) -> str:
         raw = self.text(name) or default
         if raw not in options:
-            raise _bad(name, f"{name}={raw!r}: one of {', '.join(options)}")
+            raise bad_request(f"{name}={raw!r}: one of {', '.join(options)}", name)
         return raw
 
 
@@ -106,7 +92,7 @@ def create_app(runs: list[RunFolder]) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _bad_path(request: Request, exc: RequestValidationError) -> JSONResponse:
         where = exc.errors()[0].get("loc", ("", "?")) if exc.errors() else ("", "?")
-        return error_response(_bad(str(where[-1]), f"{where[-1]}: {exc.errors()[0].get('msg', 'invalid')}"))
+        return error_response(bad_request(f"{where[-1]}: {exc.errors()[0].get('msg', 'invalid')}", str(where[-1])))
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     api = ViewApi(runs)
@@ -202,18 +188,18 @@ class ViewApi:
         for param in ("a", "b"):
             value = q.number(param, int, 1)
             if value is None:
-                raise _bad(param, f"{param} is required: the line of an episode to compare")
+                raise bad_request(f"{param} is required: the line of an episode to compare", param)
             lines[param] = value
         out = {}
         for param, number in lines.items():
             name, index, found, row = self.episode_at(run, q, number, param)
             if row.get("corrupt"):
-                raise _bad(param, f"line {number} of {name}.jsonl is corrupt: {row['text'][:80]!r}")
+                raise bad_request(f"line {number} of {name}.jsonl is corrupt: {row['text'][:80]!r}", param)
             out[param] = {**row, "_view": _episode_extras(run, index, name, found.number, row)}
         if out["a"].get("group_id") != out["b"].get("group_id"):
-            raise _bad("b", f"episodes on lines {lines['a']} and {lines['b']} are in different GRPO groups "
-                            f"({out['a'].get('group_id')!r} and {out['b'].get('group_id')!r}); compare two "
-                            "episodes of one group")
+            raise bad_request(f"episodes on lines {lines['a']} and {lines['b']} are in different GRPO groups "
+                              f"({out['a'].get('group_id')!r} and {out['b'].get('group_id')!r}); compare two "
+                              "episodes of one group", "b")
         return out
 
 
