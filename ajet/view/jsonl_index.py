@@ -115,9 +115,6 @@ class JsonlIndex:
         with self._lock:
             return self._complete + ([self._tail] if self._tail else [])
 
-    def __len__(self) -> int:
-        return len(self.lines())
-
     def line(self, number: int) -> Line | None:
         lines = self.lines()
         # blank lines are skipped, so line numbers have gaps: search instead of indexing
