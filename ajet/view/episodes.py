@@ -139,12 +139,12 @@ def _sort_value(line: Line, key: str) -> tuple[int, Any]:
 
 def select(lines: list[Line], flt: EpisodeFilter, sort: str, descending: bool) -> list[Line]:
     """Lines kept by the filter, sorted; corrupt lines stay visible (last) while nothing narrows."""
-    good = [ln for ln in lines if ln.summary is not None and flt.keeps(ln.summary)]
-    present = [ln for ln in good if _sort_value(ln, sort)[0] == 0]
-    missing = [ln for ln in good if _sort_value(ln, sort)[0] == 1]
-    present.sort(key=lambda ln: _sort_value(ln, sort)[1], reverse=descending)  # stable: ties stay in line order
+    keyed = [(_sort_value(ln, sort), ln) for ln in lines if ln.summary is not None and flt.keeps(ln.summary)]
+    present = [(value, ln) for (absent, value), ln in keyed if not absent]
+    missing = [ln for (absent, _), ln in keyed if absent]
+    present.sort(key=lambda pair: pair[0], reverse=descending)  # stable: ties stay in line order
     corrupt = [] if flt.narrows() else [ln for ln in lines if ln.summary is None]
-    return present + missing + corrupt
+    return [ln for _, ln in present] + missing + corrupt
 
 
 def facets(lines: list[Line]) -> dict[str, Any]:
