@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ajet.backbone.sample_log import SAMPLES_FILE
 from ajet.errors import AjetError
 from ajet.view.episodes import summarize_episode
 from ajet.view.jsonl_index import JsonlIndex
 
 EPISODE_FILES = ("episodes", "val_episodes", "eval_episodes")  # <name>.jsonl, in the order offered
-SAMPLES_FILE = "samples.jsonl"  # written by ajet.backbone.sample_log
 _KNOWN = ("config.yaml", "metrics.jsonl", SAMPLES_FILE, *(f"{name}.jsonl" for name in EPISODE_FILES))
 
 
