@@ -53,8 +53,9 @@ class RunFolder:
         section = data.get("ajet", data) if isinstance(data, dict) else {}
         return section if isinstance(section, dict) else {}
 
-    def model_name(self) -> str | None:
-        model = self.config().get("model")
+    def model_name(self, config: dict[str, Any] | None = None) -> str | None:
+        """The model the run trained (its tokenizer gives the tokens' text); `config`: one already read."""
+        model = (self.config() if config is None else config).get("model")
         path = model.get("path") if isinstance(model, dict) else None
         return path if isinstance(path, str) and path else None
 
@@ -85,7 +86,7 @@ class RunFolder:
                 eval_report = {"corrupt": True}
         return {
             "id": self.id, "name": self.name(), "path": str(self.path), "project": cfg.get("project"),
-            "model": self.model_name(), "algorithm": cfg.get("algorithm"),
+            "model": self.model_name(cfg), "algorithm": cfg.get("algorithm"),
             "kind": "eval" if "eval_episodes" in files and not rows else "training",
             "steps": max((r.get("step", 0) for r in rows if isinstance(r.get("step"), int)), default=0),
             "stages": list(dict.fromkeys(str(r.get("stage")) for r in rows)),
