@@ -8,6 +8,7 @@ cancelled when the client goes away.
     check_sampling(...)                        400 naming the parameter (seed, temperature, top_p, stop)
     check_context_length(prompt, max_tokens)   400 context_length_exceeded when they outgrow the model
     until_disconnected(request, work)          awaits work; cancels it when the client disconnects
+    failure_response(exc)                      the answer for a refused request, a client gone, an engine failure
     install_error_handlers(app)                404 / 405 / 500 as {"error": {...}} like OpenAI's
 """
 
@@ -27,7 +28,7 @@ from starlette.requests import ClientDisconnect
 
 from ajet import safejson
 from ajet.config.schema import MAX_TEMPERATURE, MIN_TEMPERATURE
-from ajet.errors import GatewayError
+from ajet.errors import AjetError, GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +180,17 @@ async def _disconnect(request: Request) -> None:
 def gone_response() -> Response:
     """What a handler returns for a client that left (it is never read): 499, nginx's 'client closed'."""
     return Response(status_code=499)
+
+
+def failure_response(exc: AjetError | ClientGone) -> Response:
+    """What a handler answers when its request failed: the refusal (GatewayError), 499 for a client that
+    left, 503 `engine_error` for any other ajet error (the engine failed; logged)."""
+    if isinstance(exc, GatewayError):
+        return error_response(exc)
+    if isinstance(exc, ClientGone):
+        return gone_response()
+    log.warning("engine failed: %s", exc)
+    return openai_error(503, f"the engine failed: {exc}", "engine_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:

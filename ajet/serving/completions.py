@@ -12,7 +12,6 @@ with it (`LoraAdapters.adapter_for`), an unknown name gets 404.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from typing import Any
@@ -24,13 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
-    ClientGone, check_context_length, check_sampling, error_response, gone_response, openai_error, read_json,
-    until_disconnected, validate,
+    ClientGone, check_context_length, check_sampling, failure_response, read_json, until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
 from ajet.serving.lora import LoraAdapters
-
-log = logging.getLogger(__name__)
 
 MAX_CHOICES = 128  # prompts x n in one request
 
@@ -108,13 +104,8 @@ class Completions:
                                    f"at most {MAX_CHOICES} per request", code="too_many_choices")
             work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j, adapter)) for i, j in jobs))
             generations = await until_disconnected(request, work)
-        except GatewayError as exc:
-            return error_response(exc)
-        except ClientGone:
-            return gone_response()
-        except AjetError as exc:
-            log.warning("engine failed: %s", exc)
-            return openai_error(503, f"the engine failed: {exc}", "engine_error")
+        except (AjetError, ClientGone) as exc:
+            return failure_response(exc)
         choices = [self._choice(k, prompts[i], gen, req) for k, ((i, _), gen) in enumerate(zip(jobs, generations))]
         completion_tokens = sum(len(g.token_ids) for g in generations)
         prompt_tokens = sum(len(p) for p in prompts)
