@@ -7,6 +7,7 @@ cancelled when the client goes away.
     validate(Model, body)                      400 naming the first field the request model refuses
     check_sampling(...)                        400 naming the parameter (seed, temperature, top_p, stop)
     check_context_length(prompt, max_tokens)   400 context_length_exceeded when they outgrow the model
+    refuse_unsupported(req, neutral)           400 naming an option the engines cannot apply, set off neutral
     until_disconnected(request, work)          awaits work; cancels it when the client disconnects
     failure_response(exc)                      the answer for a refused request, a client gone, an engine failure
     install_error_handlers(app)                404 / 405 / 500 as {"error": {...}} like OpenAI's
@@ -139,6 +140,16 @@ def check_context_length(prompt_tokens: int, max_tokens: int, limit: int | None,
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in {what}, {max_tokens} in the completion). "
             f"Reduce {what} or max_tokens.", code="context_length_exceeded")
+
+
+def refuse_unsupported(req: BaseModel, neutral: dict[str, tuple[Any, ...]]) -> None:
+    """Options the engines cannot apply (penalties, logit_bias, ...), for completions and chat alike:
+    each field named in `neutral` is accepted only at one of its neutral values, else a 400 naming it,
+    never silently not applied."""
+    for name, values in neutral.items():
+        value = getattr(req, name)
+        if value not in values:
+            raise bad_request(f"{name}={value!r} is not supported by ajet's engines; leave it out", name)
 
 
 def bad_request(message: str, param: str | None) -> GatewayError:

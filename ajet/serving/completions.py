@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
-    ClientGone, check_context_length, check_sampling, failure_response, read_json, until_disconnected, validate,
+    ClientGone, check_context_length, check_sampling, failure_response, read_json, refuse_unsupported,
+    until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
 from ajet.serving.lora import LoraAdapters
@@ -188,10 +189,7 @@ def _validate(body: Any) -> CompletionRequest:
         "prompt": "prompt must be a string, a list of token ids (integers), or a list of strings or of "
                   "token-id lists",
         "stop": "stop must be a string or a list of strings"})
-    for name, neutral in _UNSUPPORTED.items():
-        value = getattr(req, name)
-        if value not in neutral:
-            raise _bad(f"{name}={value!r} is not supported by ajet serve; leave it out", name)
+    refuse_unsupported(req, _UNSUPPORTED)
     check_sampling(temperature=req.temperature, top_p=req.top_p, seed=req.seed, stop=req.stop)
     if req.seed is not None and req.seed + req.n - 1 > 2**63 - 1:  # choice j samples with seed + j
         raise _bad(f"seed={req.seed} + n={req.n} leaves the 64-bit range; use a smaller seed", "seed")
