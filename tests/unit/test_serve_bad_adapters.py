@@ -40,8 +40,7 @@ async def client(tiny_model_path):
     engine = HFEngine.from_pretrained(tiny_model_path, device="cpu", dtype="float32", max_batch_size=2,
                                       prefix_cache_mb=0)
     chat = ServeChat(engine, engine.tokenizer, model_name="tiny")
-    app = create_serve_app(engine, engine.tokenizer, "tiny", extra_routers=[chat.router], enable_lora=True)
-    chat.lora = app.state.lora
+    app = create_serve_app(engine, engine.tokenizer, "tiny", chat=chat, enable_lora=True)
     server = GatewayServer(app)
     await engine.start()
     url = await server.start()
