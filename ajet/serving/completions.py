@@ -27,6 +27,7 @@ from ajet.gateway.request import (
     until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
+from ajet.models import eos_token_ids
 from ajet.serving.lora import LoraAdapters
 
 MAX_CHOICES = 128  # prompts x n in one request
@@ -90,8 +91,8 @@ class Completions:
         self.tokens_as_ids = tokens_as_ids
         self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
         self.max_positions: int | None = getattr(engine, "max_positions", None)
-        self.eos_ids = set(getattr(engine, "eos_ids", None) or
-                           ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
+        # The engine's own stop ids, else the tokenizer's: the gateway's rule (ajet.models.eos_token_ids).
+        self.eos_ids = set(getattr(engine, "eos_ids", None) or eos_token_ids(None, tokenizer))
 
     async def handle(self, request: Request) -> Response:
         try:
