@@ -122,12 +122,17 @@ def check_sampling(*, temperature: float | None = None, top_p: float | None = No
     if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
         raise bad_request(f"seed={seed} is outside the 64-bit range [-2**63, 2**63 - 1] a random generator takes",
                    "seed")
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    stops = stop_list(stop)
     if len(stops) > MAX_STOP_STRINGS:
         raise bad_request(f"stop has {len(stops)} strings; at most {MAX_STOP_STRINGS} are allowed", "stop")
     long = [s for s in stops if len(s) > MAX_STOP_CHARS]
     if long:
         raise bad_request(f"a stop string is {len(long[0])} characters; at most {MAX_STOP_CHARS} are allowed", "stop")
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    """A request's `stop` (one string, a list, or none) as a list."""
+    return [stop] if isinstance(stop, str) else list(stop or [])
 
 
 def check_context_length(prompt_tokens: int, max_tokens: int, limit: int | None, *, source: str = "prompt") -> None:

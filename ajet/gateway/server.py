@@ -25,7 +25,7 @@ from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_name
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
 from ajet.gateway.request import (
     BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_context_length, failure_response, install_error_handlers,
-    openai_error, read_json, until_disconnected,
+    openai_error, read_json, stop_list, until_disconnected,
 )
 from ajet.gateway.constraints import guided_decoding
 from ajet.models import eos_token_ids
@@ -182,7 +182,7 @@ class Gateway:
 
     def _sampling(self, session: EpisodeSession, chat: ChatRequest, tools_json: str) -> SamplingParams:
         requested = chat.max_completion_tokens or chat.max_tokens or session.default_max_tokens or session.max_tokens
-        stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
+        stop = stop_list(chat.stop)
         return SamplingParams(
             max_tokens=min(requested, session.max_tokens),
             temperature=session.temperature if chat.temperature is None else chat.temperature,

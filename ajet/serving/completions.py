@@ -24,7 +24,7 @@ from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
     ClientGone, check_context_length, check_sampling, failure_response, read_json, refuse_unsupported,
-    until_disconnected, validate,
+    stop_list, until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
 from ajet.models import eos_token_ids
@@ -164,7 +164,7 @@ class Completions:
             if not req.include_stop_str_in_output:
                 ids = ids[:-1]
         text = self.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
-        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        stops = stop_list(req.stop)
         found = [(text.find(s), s) for s in stops if s and s in text]
         if found:
             at, stop = min(found)
@@ -198,7 +198,7 @@ def _validate(body: Any) -> CompletionRequest:
 
 
 def _sampling(req: CompletionRequest, index: int, adapter: str | None) -> SamplingParams:
-    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    stops = stop_list(req.stop)
     return SamplingParams(
         max_tokens=16 if req.max_tokens is None else req.max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,
