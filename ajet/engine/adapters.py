@@ -63,7 +63,7 @@ class AdapterSet:
         internal = self._fresh_name()
         with self._grads_kept():
             try:
-                self._put_in(internal, folder, files)
+                self._put_in(internal, files)
             except Exception as exc:  # noqa: BLE001 - peft raises many types; the model must not keep a half
                 self._take_out(internal)
                 raise EngineError(f"cannot load adapter {name!r} from {str(folder)!r}: {exc}") from exc
@@ -112,36 +112,41 @@ class AdapterSet:
         taken = set(getattr(self.model, "peft_config", None) or {})
         return next(n for n in (f"ajet_{i}" for i in self._counter) if n not in taken)
 
-    def _put_in(self, internal: str, folder: Path, files: AdapterFiles) -> None:
+    def _put_in(self, internal: str, files: AdapterFiles) -> None:
+        """Add peft's LoRA layers for `files.config` under `internal`, then copy in the tensors the check
+        already read: the folder is read once per load. (peft's and transformers' own `load_adapter`
+        would read it again, and peft's also switches a trainer's model to eval mode; transformers' needs a
+        newer peft than some installs have and leaves a failed adapter active in the model.)"""
         import torch
 
         self._layer_cache = None
         if self._is_peft:
-            self.model.load_adapter(str(folder), adapter_name=internal, is_trainable=False)
-            return
-        # A plain model: peft's layers injected in place, then the checked tensors copied in. (transformers'
-        # own `load_adapter` is not used: it needs a newer peft than some installs have, and it leaves a
-        # failed adapter active in the model.)
-        from peft import inject_adapter_in_model
+            files.config.inference_mode = True  # served, never trained: its weights stay frozen
+            self.model.add_adapter(internal, files.config)
+        else:  # a plain model: the layers injected in place
+            from peft import inject_adapter_in_model
 
-        previous_config = getattr(self.model, "peft_config", _ABSENT)
-        try:
-            inject_adapter_in_model(files.config, self.model, adapter_name=internal)
-        finally:  # peft sets `model.peft_config`; a plain model keeps no record of its served adapters
-            if previous_config is _ABSENT:
-                self.model.__dict__.pop("peft_config", None)
-            else:
-                self.model.peft_config = previous_config
+            previous_config = getattr(self.model, "peft_config", _ABSENT)
+            try:
+                inject_adapter_in_model(files.config, self.model, adapter_name=internal)
+            finally:  # peft sets `model.peft_config`; a plain model keeps no record of its served adapters
+                if previous_config is _ABSENT:
+                    self.model.__dict__.pop("peft_config", None)
+                else:
+                    self.model.peft_config = previous_config
         params = dict(self.model.named_parameters())
         with torch.no_grad():
             for key, tensor in files.tensors.items():
-                target = files.paths[key].replace(f".{CHECK_NAME}", f".{internal}").removeprefix(SAVED_PREFIX)
+                target = files.paths[key].replace(f".{CHECK_NAME}", f".{internal}")
+                if not self._is_peft:  # the paths are a PeftModel's; a plain model is what it wraps
+                    target = target.removeprefix(SAVED_PREFIX)
                 if target not in params:
                     raise EngineError(f"the model has no parameter {target!r} for the adapter's tensor {key!r}")
                 params[target].copy_(tensor)
                 params[target].requires_grad_(False)
-        for layer in self._layers():
-            layer.enable_adapters(False)  # the default stays the model as it is
+        if not self._is_peft:
+            for layer in self._layers():
+                layer.enable_adapters(False)  # the default stays the model as it is
 
     def _take_out(self, internal: str) -> None:
         """Remove peft adapter `internal` wherever it got (a failed load may have left it half in)."""

@@ -2,10 +2,11 @@
 
 `await engine.generate(prompt_ids, sampling)` puts the request on an asyncio queue. One worker task
 runs the engine step by step on a dedicated thread (`stepper.Stepper`, working on the model's
-`model_runner.ModelRunner`), so the event loop stays responsive: each step decodes one token for every running row, and requests that arrived since
-the last step join the running batch (continuous batching) after a prefill that starts from the
-longest prefix whose KV is already cached (`kv_cache.PrefixCache`). Rows leave the batch when they
-finish, fail, or their caller stops waiting (a cancelled `generate` frees its row at the next step).
+`model_runner.ModelRunner`), so the event loop stays responsive: each step decodes one token for
+every running row, and requests that arrived since the last step join the running batch (continuous
+batching) after a prefill that starts from the longest prefix whose KV is already cached
+(`kv_cache.PrefixCache`). Rows leave the batch when they finish, fail, or their caller stops waiting
+(a cancelled `generate` frees its row at the next step).
 
 Per request: greedy when `temperature == 0`, else temperature + top-p sampling with its own
 `torch.Generator` (seeded from `sampling.seed`, or drawn from the engine's `seed`). `logprobs[i]` is

@@ -16,11 +16,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from ajet.gateway.request import bad_request as _bad
-from ajet.gateway.request import check_sampling, validate
+from ajet.gateway.request import check_sampling, refuse_unsupported, validate
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CHOICES = ("none", "auto", "required")
 MAX_TOP_LOGPROBS = 20  # OpenAI's and vLLM's limit
+# OpenAI's sampling options the engines cannot apply, accepted only at these neutral values.
+_UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "presence_penalty": (None, 0.0), "frequency_penalty": (None, 0.0), "logit_bias": (None, {})}
 
 
 class ChatRequest(BaseModel):
@@ -68,24 +71,19 @@ def parse_chat_request(body: Any) -> ChatRequest:
 
 
 def _check_unsupported(chat: ChatRequest) -> None:
-    """Options the engines cannot apply, refused at any value but the neutral one (as completions does)."""
+    """Options the engines cannot apply, refused at any value but the neutral one (`refuse_unsupported`,
+    as completions refuses its own)."""
     if chat.top_logprobs is not None and chat.logprobs is not True:
         raise _bad("top_logprobs needs logprobs: true", "top_logprobs")
     if chat.top_logprobs:
         raise _bad(f"top_logprobs={chat.top_logprobs} is not supported: ajet's engines return the logprob of the "
                    "sampled token only (logprobs: true), not alternatives; use top_logprobs 0 or leave it out",
                    "top_logprobs")
-    for name in ("presence_penalty", "frequency_penalty"):
-        if getattr(chat, name):
-            raise _bad(f"{name}={getattr(chat, name)!r} is not supported by ajet's engines; leave it out or send 0",
-                       name)
-    bias = chat.logit_bias or {}
-    for key, value in bias.items():
+    for key, value in (chat.logit_bias or {}).items():  # a malformed map gets its own message first
         if not key.isdigit() or not -100 <= value <= 100:
             raise _bad(f"logit_bias maps token ids (integer strings) to numbers in [-100, 100]; got {key!r}: "
                        f"{value!r}", "logit_bias")
-    if bias:
-        raise _bad("logit_bias is not supported by ajet's engines; leave it out", "logit_bias")
+    refuse_unsupported(chat, _UNSUPPORTED)
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> set[str]:

@@ -7,7 +7,9 @@ cancelled when the client goes away.
     validate(Model, body)                      400 naming the first field the request model refuses
     check_sampling(...)                        400 naming the parameter (seed, temperature, top_p, stop)
     check_context_length(prompt, max_tokens)   400 context_length_exceeded when they outgrow the model
+    refuse_unsupported(req, neutral)           400 naming an option the engines cannot apply, set off neutral
     until_disconnected(request, work)          awaits work; cancels it when the client disconnects
+    failure_response(exc)                      the answer for a refused request, a client gone, an engine failure
     install_error_handlers(app)                404 / 405 / 500 as {"error": {...}} like OpenAI's
 """
 
@@ -27,7 +29,7 @@ from starlette.requests import ClientDisconnect
 
 from ajet import safejson
 from ajet.config.schema import MAX_TEMPERATURE, MIN_TEMPERATURE
-from ajet.errors import GatewayError
+from ajet.errors import AjetError, GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +122,17 @@ def check_sampling(*, temperature: float | None = None, top_p: float | None = No
     if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
         raise bad_request(f"seed={seed} is outside the 64-bit range [-2**63, 2**63 - 1] a random generator takes",
                    "seed")
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    stops = stop_list(stop)
     if len(stops) > MAX_STOP_STRINGS:
         raise bad_request(f"stop has {len(stops)} strings; at most {MAX_STOP_STRINGS} are allowed", "stop")
     long = [s for s in stops if len(s) > MAX_STOP_CHARS]
     if long:
         raise bad_request(f"a stop string is {len(long[0])} characters; at most {MAX_STOP_CHARS} are allowed", "stop")
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    """A request's `stop` (one string, a list, or none) as a list."""
+    return [stop] if isinstance(stop, str) else list(stop or [])
 
 
 def check_context_length(prompt_tokens: int, max_tokens: int, limit: int | None, *, source: str = "prompt") -> None:
@@ -138,6 +145,16 @@ def check_context_length(prompt_tokens: int, max_tokens: int, limit: int | None,
             f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in {what}, {max_tokens} in the completion). "
             f"Reduce {what} or max_tokens.", code="context_length_exceeded")
+
+
+def refuse_unsupported(req: BaseModel, neutral: dict[str, tuple[Any, ...]]) -> None:
+    """Options the engines cannot apply (penalties, logit_bias, ...), for completions and chat alike:
+    each field named in `neutral` is accepted only at one of its neutral values, else a 400 naming it,
+    never silently not applied."""
+    for name, values in neutral.items():
+        value = getattr(req, name)
+        if value not in values:
+            raise bad_request(f"{name}={value!r} is not supported by ajet's engines; leave it out", name)
 
 
 def bad_request(message: str, param: str | None) -> GatewayError:
@@ -179,6 +196,17 @@ async def _disconnect(request: Request) -> None:
 def gone_response() -> Response:
     """What a handler returns for a client that left (it is never read): 499, nginx's 'client closed'."""
     return Response(status_code=499)
+
+
+def failure_response(exc: AjetError | ClientGone) -> Response:
+    """What a handler answers when its request failed: the refusal (GatewayError), 499 for a client that
+    left, 503 `engine_error` for any other ajet error (the engine failed; logged)."""
+    if isinstance(exc, GatewayError):
+        return error_response(exc)
+    if isinstance(exc, ClientGone):
+        return gone_response()
+    log.warning("engine failed: %s", exc)
+    return openai_error(503, f"the engine failed: {exc}", "engine_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:

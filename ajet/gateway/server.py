@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 import uuid
 from typing import Any
@@ -25,8 +24,8 @@ from ajet.errors import AjetError, GatewayError
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
 from ajet.gateway.request import (
-    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_context_length, error_response, gone_response,
-    install_error_handlers, openai_error, read_json, until_disconnected,
+    BODY_TIMEOUT_S, SERVE_MAX_TOKENS, ClientGone, check_context_length, failure_response, install_error_handlers,
+    openai_error, read_json, stop_list, until_disconnected,
 )
 from ajet.gateway.constraints import guided_decoding
 from ajet.models import eos_token_ids
@@ -34,8 +33,6 @@ from ajet.render import ChatRenderer, tools_key
 from ajet.gateway.tool_parser import parse_tool_calls
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import LLMCall
-
-log = logging.getLogger(__name__)
 
 GUIDED_CACHE_ENTRIES = 256  # distinct (tools, tool_choice, response_format, ...) constraints kept
 
@@ -100,13 +97,8 @@ class Gateway:
                 body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
                 chat = parse_chat_request(body)
                 result = await until_disconnected(request, self._complete(session, agent, chat))
-        except GatewayError as exc:
-            return error_response(exc)
-        except ClientGone:
-            return gone_response()
-        except AjetError as exc:
-            log.warning("engine failed: %s", exc)
-            return openai_error(503, f"the engine failed: {exc}", code="engine_error")
+        except (AjetError, ClientGone) as exc:
+            return failure_response(exc)
         if chat.stream:
             return StreamingResponse(_sse_chunks(result, chat), media_type="text/event-stream")
         return JSONResponse(result)
@@ -190,7 +182,7 @@ class Gateway:
 
     def _sampling(self, session: EpisodeSession, chat: ChatRequest, tools_json: str) -> SamplingParams:
         requested = chat.max_completion_tokens or chat.max_tokens or session.default_max_tokens or session.max_tokens
-        stop = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop or [])
+        stop = stop_list(chat.stop)
         return SamplingParams(
             max_tokens=min(requested, session.max_tokens),
             temperature=session.temperature if chat.temperature is None else chat.temperature,

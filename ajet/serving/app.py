@@ -14,7 +14,7 @@ names a loaded adapter runs with it. With `api_key` every route but /health and 
 
 `main(model, ...)` loads the `hf` engine and runs uvicorn; `ajet serve` (ajet/cli.py) is its command
 line. The chat endpoint (`/v1/chat/completions`, ajet/serving/chat.py) is the gateway's, mounted
-through `extra_routers`; a chat request without `max_tokens` generates at most `default_max_tokens`.
+with `chat=`; a chat request without `max_tokens` generates at most `default_max_tokens`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def create_serve_app(
     tokenizer: Any,
     model_name: str,
     *,
+    chat: ServeChat | None = None,
     extra_routers: Sequence[APIRouter] = (),
     aliases: Sequence[str] = (),
     max_request_bytes: int = 4_000_000,
@@ -50,7 +51,9 @@ def create_serve_app(
     enable_lora: bool = False,
     api_key: str | None = None,
 ) -> FastAPI:
-    """The FastAPI app of `ajet serve`. `extra_routers` are included as they are (the chat endpoint).
+    """The FastAPI app of `ajet serve`. chat: the chat endpoint, mounted and given this app's adapters,
+    so completions, chat and /v1/models route and list the same names. `extra_routers` are included as
+    they are.
 
     aliases: other names accepted in the request's `model` field. tokens_as_ids: write logprob tokens
     as "token_id:N" unless a request sets `return_tokens_as_token_ids: false`. body_timeout_s: a request
@@ -85,13 +88,15 @@ def create_serve_app(
     app = FastAPI(title="ajet serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.engine, app.state.tokenizer, app.state.model_name = engine, tokenizer, model_name
     app.state.lora = lora
+    if chat is not None:
+        chat.lora = lora
     router = APIRouter()
     router.add_api_route("/v1/models", models, methods=["GET"])
     router.add_api_route("/v1/completions", completions.handle, methods=["POST"])
     router.add_api_route("/health", health, methods=["GET"])
     lora.mount(router)
-    app.include_router(router)
-    for extra in extra_routers:  # HOOK: /v1/chat/completions from the gateway module is mounted here
+    app.include_router(router)  # first: its /v1/models (with the adapters) answers, not the chat router's
+    for extra in [*([chat.router] if chat is not None else []), *extra_routers]:
         app.include_router(extra)
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)  # inside the metrics middleware: 401s are counted
@@ -134,10 +139,9 @@ def main(
     chat = ServeChat(engine, engine.tokenizer, model_name=name, chat_template=read_chat_template(chat_template),
                      default_max_tokens=default_max_tokens, max_request_bytes=max_request_bytes,
                      body_timeout_s=body_timeout_s)
-    app = create_serve_app(engine, engine.tokenizer, name, extra_routers=[chat.router], aliases=[path],
+    app = create_serve_app(engine, engine.tokenizer, name, chat=chat, aliases=[path],
                            max_request_bytes=max_request_bytes, body_timeout_s=body_timeout_s, enable_lora=enable_lora,
                            api_key=api_key)
-    chat.lora = app.state.lora
     app.state.chat_template = chat_template
     _log_to_stderr(log_level)  # adapter loads and engine failures show next to uvicorn's lines
     if not api_key and not is_loopback(host):

@@ -12,7 +12,6 @@ with it (`LoraAdapters.adapter_for`), an unknown name gets 404.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from typing import Any
@@ -24,13 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from ajet.engine.base import Engine, Generation, SamplingParams
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.request import (
-    ClientGone, check_context_length, check_sampling, error_response, gone_response, openai_error, read_json,
-    until_disconnected, validate,
+    ClientGone, check_context_length, check_sampling, failure_response, read_json, refuse_unsupported,
+    stop_list, until_disconnected, validate,
 )
 from ajet.gateway.request import bad_request as _bad
+from ajet.models import eos_token_ids
 from ajet.serving.lora import LoraAdapters
-
-log = logging.getLogger(__name__)
 
 MAX_CHOICES = 128  # prompts x n in one request
 
@@ -93,8 +91,8 @@ class Completions:
         self.tokens_as_ids = tokens_as_ids
         self.vocab_size = int(getattr(engine, "vocab_size", None) or len(tokenizer))
         self.max_positions: int | None = getattr(engine, "max_positions", None)
-        self.eos_ids = set(getattr(engine, "eos_ids", None) or
-                           ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()))
+        # The engine's own stop ids, else the tokenizer's: the gateway's rule (ajet.models.eos_token_ids).
+        self.eos_ids = set(getattr(engine, "eos_ids", None) or eos_token_ids(None, tokenizer))
 
     async def handle(self, request: Request) -> Response:
         try:
@@ -108,13 +106,8 @@ class Completions:
                                    f"at most {MAX_CHOICES} per request", code="too_many_choices")
             work = asyncio.gather(*(self.engine.generate(prompts[i], _sampling(req, j, adapter)) for i, j in jobs))
             generations = await until_disconnected(request, work)
-        except GatewayError as exc:
-            return error_response(exc)
-        except ClientGone:
-            return gone_response()
-        except AjetError as exc:
-            log.warning("engine failed: %s", exc)
-            return openai_error(503, f"the engine failed: {exc}", "engine_error")
+        except (AjetError, ClientGone) as exc:
+            return failure_response(exc)
         choices = [self._choice(k, prompts[i], gen, req) for k, ((i, _), gen) in enumerate(zip(jobs, generations))]
         completion_tokens = sum(len(g.token_ids) for g in generations)
         prompt_tokens = sum(len(p) for p in prompts)
@@ -171,7 +164,7 @@ class Completions:
             if not req.include_stop_str_in_output:
                 ids = ids[:-1]
         text = self.tokenizer.decode(ids, skip_special_tokens=req.skip_special_tokens)
-        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        stops = stop_list(req.stop)
         found = [(text.find(s), s) for s in stops if s and s in text]
         if found:
             at, stop = min(found)
@@ -197,10 +190,7 @@ def _validate(body: Any) -> CompletionRequest:
         "prompt": "prompt must be a string, a list of token ids (integers), or a list of strings or of "
                   "token-id lists",
         "stop": "stop must be a string or a list of strings"})
-    for name, neutral in _UNSUPPORTED.items():
-        value = getattr(req, name)
-        if value not in neutral:
-            raise _bad(f"{name}={value!r} is not supported by ajet serve; leave it out", name)
+    refuse_unsupported(req, _UNSUPPORTED)
     check_sampling(temperature=req.temperature, top_p=req.top_p, seed=req.seed, stop=req.stop)
     if req.seed is not None and req.seed + req.n - 1 > 2**63 - 1:  # choice j samples with seed + j
         raise _bad(f"seed={req.seed} + n={req.n} leaves the 64-bit range; use a smaller seed", "seed")
@@ -208,7 +198,7 @@ def _validate(body: Any) -> CompletionRequest:
 
 
 def _sampling(req: CompletionRequest, index: int, adapter: str | None) -> SamplingParams:
-    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    stops = stop_list(req.stop)
     return SamplingParams(
         max_tokens=16 if req.max_tokens is None else req.max_tokens,
         temperature=1.0 if req.temperature is None else req.temperature,

@@ -14,6 +14,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+# A checkpoint (or a run folder: its newest checkpoint) is merged into `work_dir/model-<step>` first.
+from ajet.export.model_folder import model_folder
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -22,14 +25,6 @@ class Endpoint:
     base_url: str
     model: str
     api_key: str = "EMPTY"
-
-
-def model_folder(model: str, work_dir: Path) -> str:
-    """`model` as a name or folder the hf engine loads: a checkpoint (or a run folder: its newest
-    checkpoint) is merged into `work_dir/model-<step>` first; anything else passes through."""
-    from ajet.export.model_folder import model_folder as merged
-
-    return merged(model, work_dir)
 
 
 @asynccontextmanager

@@ -84,10 +84,11 @@ async def test_plain_model_serves_each_adapter_and_itself_without_mixing(tiny_mo
 async def test_a_trainers_peft_model_keeps_its_adapter_and_trainable_flags(tiny_model_path, adapters, tokenizer):
     torch.manual_seed(7)
     lora = LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)
-    policy = get_peft_model(load(tiny_model_path), lora)
+    policy = get_peft_model(load(tiny_model_path), lora).train()
     trainable = {n for n, p in policy.named_parameters() if p.requires_grad}
     engine = HFEngine(policy, tokenizer)
     engine.load_adapter("alpha", adapters["alpha"])
+    assert policy.training  # peft's own load_adapter would switch the trainer's model to eval (dropout off)
     prompt = tokenizer.encode("Write a poem")
     sampling = SamplingParams(max_tokens=6, temperature=0.0)
     own, served = await asyncio.gather(engine.generate(prompt, sampling),

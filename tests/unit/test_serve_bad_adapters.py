@@ -40,8 +40,7 @@ async def client(tiny_model_path):
     engine = HFEngine.from_pretrained(tiny_model_path, device="cpu", dtype="float32", max_batch_size=2,
                                       prefix_cache_mb=0)
     chat = ServeChat(engine, engine.tokenizer, model_name="tiny")
-    app = create_serve_app(engine, engine.tokenizer, "tiny", extra_routers=[chat.router], enable_lora=True)
-    chat.lora = app.state.lora
+    app = create_serve_app(engine, engine.tokenizer, "tiny", chat=chat, enable_lora=True)
     server = GatewayServer(app)
     await engine.start()
     url = await server.start()
@@ -116,4 +115,7 @@ def test_the_issue_repro_on_a_real_ajet_serve(tiny_model_path, folders, tmp_path
             assert http.post("/completions", json=greedy).json()["choices"][0]["token_ids"] == before
         good = http.post("/load_lora_adapter", json={"lora_name": "g", "lora_path": str(folders["other"])})
         assert good.status_code == 200
+        chat = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        assert http.post("/chat/completions", json=chat).status_code == 200  # main() gives chat the app's adapters
         assert http.post("/unload_lora_adapter", json={"lora_name": "g"}).status_code == 200
+        assert http.post("/chat/completions", json=chat).json()["error"]["code"] == "model_not_found"

@@ -27,9 +27,8 @@ def engine(tiny_model_path) -> HFEngine:
 @pytest.fixture
 async def http(engine):
     chat = ServeChat(engine, engine.tokenizer, model_name="tiny")
-    app = create_serve_app(engine, engine.tokenizer, "tiny", extra_routers=[chat.router], aliases=["tiny-path"],
+    app = create_serve_app(engine, engine.tokenizer, "tiny", chat=chat, aliases=["tiny-path"],
                            enable_lora=True)
-    chat.lora = app.state.lora
     server = GatewayServer(app)
     url = await server.start()
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:

@@ -34,8 +34,7 @@ def adapter(tiny_model_path, tmp_path_factory) -> Path:
 async def _served(tiny_model_path, enable_lora: bool):
     engine = HFEngine.from_pretrained(tiny_model_path, device="cpu", dtype="float32", max_batch_size=2)
     chat = ServeChat(engine, engine.tokenizer, model_name="tiny")
-    app = create_serve_app(engine, engine.tokenizer, "tiny", extra_routers=[chat.router], enable_lora=enable_lora)
-    chat.lora = app.state.lora
+    app = create_serve_app(engine, engine.tokenizer, "tiny", chat=chat, enable_lora=enable_lora)
     server = GatewayServer(app)
     await engine.start()
     return engine, server, await server.start()
