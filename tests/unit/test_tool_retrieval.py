@@ -179,6 +179,43 @@ async def test_agent_offers_only_top_k_tools(llm):
     assert out.tool_calls[0]["result"]["tool"] == "get_gas_price_state"
 
 
+async def test_indexing_runs_off_the_event_loop_once_for_concurrent_episodes(llm, monkeypatch):
+    """Loading and indexing a retriever takes seconds (an encoder over a thousand tools): it runs in a
+    thread, so other episodes and the gateway keep going, and concurrent first episodes index once."""
+    import asyncio
+    import time
+
+    indexed = []
+    real_index = BM25Retriever.index
+
+    def slow_index(self, tools):
+        indexed.append(len(tools))
+        time.sleep(0.6)
+        real_index(self, tools)
+
+    monkeypatch.setattr(BM25Retriever, "index", slow_index)
+    llm.script = [{"content": "ok"}] * 3
+    workflow = McpAgent(server="many_tools_server.py", tool_retrieval={"top_k": 2, "retriever": "bm25"})
+    workflow.base_dir = SERVERS
+    tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
+    gaps, done = [], asyncio.Event()
+
+    async def heartbeat():
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+
+    beat = asyncio.create_task(heartbeat())
+    outs = await asyncio.gather(*(workflow.execute(Task(task_id=f"t{i}", query="natural gas price for a state"), tuner)
+                                  for i in range(3)))
+    done.set()
+    await beat
+    assert len(indexed) == 1 and all(len(o.metadata["tools"]) == 2 for o in outs)
+    assert max(gaps) < 0.45  # the loop never stood still for the 0.6 s index
+
+
 @pytest.mark.parametrize("args, message", [
     ({"top_k": 0}, "workflow_args.tool_retrieval.top_k = 0: Input should be greater than or equal to 1"),
     ({"top_k": 2, "retreiver": "bm25"}, "workflow_args.tool_retrieval.retreiver"),
