@@ -19,7 +19,7 @@ from ajet.retrieval import load_retriever
 from ajet.retrieval.base import split_name, tool_text
 from ajet.retrieval.bm25 import BM25Retriever
 from ajet.retrieval.pairs import row_pairs
-from ajet.retrieval.synthetic import build_queries, build_tools
+from ajet.retrieval.synthetic import build_queries, build_tools, recall
 from ajet.workflows.mcp_agent import McpAgent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +33,6 @@ def tool(name: str, description: str = "", **params: str) -> dict:
     props = {k: {"type": "string", "description": v} for k, v in params.items()}
     return {"type": "function", "function": {"name": name, "description": description,
                                              "parameters": {"type": "object", "properties": props}}}
-
-
-def recall(retriever, rows: list[dict], k: int) -> float:
-    ranked = retriever.top_k_many([r["query"] for r in rows], k)
-    return sum(r["answer"]["calls"][0]["name"] in top for r, top in zip(rows, ranked)) / len(rows)
 
 
 # ---------------------------------------------------------------------------------------------- BM25
