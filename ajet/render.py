@@ -107,19 +107,11 @@ class ChatRenderer:
     # ----------------------------------------------------------------- special tokens in the text
     def _escape(self, value: Any) -> Any:
         """`value` (a message, the tools: strings, dicts, lists) with every spelling of a special
-        token replaced by its placeholder; the same object when there is none (the common case)."""
-        if isinstance(value, str):
-            if self._escape_re is None or not self._escape_re.search(value):
-                return value
-            return self._escape_re.sub(self._placeholder, value)
-        if isinstance(value, dict):
-            pairs = [(self._escape(k), self._escape(v)) for k, v in value.items()]
-            changed = any(k2 is not k or v2 is not v for (k2, v2), (k, v) in zip(pairs, value.items()))
-            return dict(pairs) if changed else value
-        if isinstance(value, list):
-            items = [self._escape(v) for v in value]
-            return value if all(a is b for a, b in zip(items, value)) else items
-        return value
+        token replaced by its placeholder; the same object when there is none (the common case:
+        a read-only walk, nothing rebuilt)."""
+        if self._escape_re is None or not _spells(value, self._escape_re.search):
+            return value
+        return _substitute(value, lambda text: self._escape_re.sub(self._placeholder, text))
 
     def _placeholder(self, match: re.Match) -> str:
         text = match.group(0)
@@ -169,17 +161,13 @@ class ChatRenderer:
         return ids + self._encode_plain(self._unescape(text[start:]))
 
     # ----------------------------------------------------------------- text rendering
-    def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, *,
-                    placeholders: bool = False) -> str:
-        """The template's rendering of `messages` (and `tools`), as text. placeholders: leave the
-        special-token spellings of the messages and tools as placeholders (the text prompt ids are
-        encoded from; see the module docstring)."""
-        text = self._render(messages, tools, add_generation_prompt)
-        return text if placeholders else self._unescape(text)
+    def render_text(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
+        """The template's rendering of `messages` (and `tools`), as text."""
+        return self._unescape(self._render(self._escape(messages), self._escape(tools), add_generation_prompt))
 
     def _render(self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool) -> str:
-        msgs = [self._plain_message(self._escape(m)) for m in messages]
-        tools = self._escape(tools) if tools else tools
+        """The rendering of messages and tools already escaped: placeholders stay in the text."""
+        msgs = [self._plain_message(m) for m in messages]
         kwargs: dict[str, Any] = {}
         if tools and self._native_tools:
             kwargs["tools"] = tools
@@ -226,14 +214,19 @@ class ChatRenderer:
 
     def prefix_renderer(self, messages: list[dict], tools: list[dict] | None,
                         tools_json: str | None = None) -> Callable[[int, bool], str]:
-        """`text(n, add_generation_prompt)`: `render_text(messages[:n], tools, ..., placeholders=True)`,
+        """`text(n, add_generation_prompt)`: `render_text(messages[:n], tools, ...)` with the special-token
+        spellings of the messages and tools left as placeholders (the text prompt ids are encoded from),
         served from the render cache when the same tools and first n messages were rendered before."""
         keys = [_message_key(m) for m in messages] if self._cache_renders else []
         usable = len(keys) if None not in keys else keys.index(None)  # prefixes up to here have a key
         tools_json = tools_key(tools) if tools_json is None and self._cache_renders else tools_json
 
+        escaped: list = []  # messages and tools escaped once, on the first render: not once per prefix
+
         def render(n: int, add_generation_prompt: bool) -> str:
-            return self.render_text(messages[:n], tools, add_generation_prompt, placeholders=True)
+            if not escaped:
+                escaped.extend((self._escape(messages), self._escape(tools)))
+            return self._render(escaped[0][:n], escaped[1], add_generation_prompt)
 
         def text(n: int, add_generation_prompt: bool) -> str:
             if n > usable:
@@ -343,6 +336,32 @@ class ChatRenderer:
 # private-use characters, which no template changes and no tokenizer treats as special.
 _MARK, _END = "\ue000", "\ue001"
 _PLACEHOLDER = re.compile(f"{_MARK}(e|[0-9]+){_END}")
+
+
+def _spells(value: Any, search: Callable[[str], Any]) -> bool:
+    """Whether a string anywhere in `value` (strings, dicts, lists) matches `search`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if search(item):
+                return True
+        elif isinstance(item, dict):
+            stack += item
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return False
+
+
+def _substitute(value: Any, sub: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return sub(value)
+    if isinstance(value, dict):
+        return {_substitute(k, sub): _substitute(v, sub) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, sub) for v in value]
+    return value
 
 
 def _special_tokens(tokenizer: Any) -> tuple[list[str], frozenset[int]]:

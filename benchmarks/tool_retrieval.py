@@ -24,14 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ajet.retrieval.base import Retriever  # noqa: E402
 from ajet.retrieval.bm25 import BM25Retriever  # noqa: E402
-from ajet.retrieval.synthetic import build_queries, build_tools  # noqa: E402
-
-
-def recall(retriever: Retriever, rows: list[dict], k: int) -> float:
-    ranked = retriever.top_k_many([r["query"] for r in rows], k)
-    return sum(r["answer"]["calls"][0]["name"] in top for r, top in zip(rows, ranked)) / len(rows)
+from ajet.retrieval.synthetic import build_queries, build_tools, recall  # noqa: E402
 
 
 def main() -> None:

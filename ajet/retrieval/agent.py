@@ -4,11 +4,14 @@
       tool_retrieval: {top_k: 8, retriever: bm25}   # or the folder `ajet train-retriever` wrote
 
 The retriever loads and indexes the server's tools on the first episode and again only when the
-server's tool list changes; each episode then offers the top_k tools for the task's query.
+server's tool list changes; each episode then offers the top_k tools for the task's query. The
+workflow runs `select` in a thread (`asyncio.to_thread`): loading an encoder and encoding a thousand
+tools takes seconds, which on the event loop would stall every other episode and the gateway.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +39,17 @@ class ToolRetrieval:
         self.args = args
         self._retriever: Retriever | None = None
         self._indexed: tuple[str, ...] | None = None
+        # episodes select from worker threads: the first ones must not load and index side by side
+        self._lock = threading.Lock()
 
     def select(self, tools: list[dict[str, Any]], query: str, base_dir: str | Path | None) -> list[dict[str, Any]]:
-        """The top_k specs of `tools` for `query`, best first."""
+        """The top_k specs of `tools` for `query`, best first. Blocking (it may load and index): call
+        it from a thread."""
         names = tuple(check_tools(tools))
-        if self._retriever is None:
-            self._retriever = load_retriever(self.args.retriever, base_dir)
-        if self._indexed != names:
-            self._retriever.index(tools)
-            self._indexed = names
-        return select_tools(self._retriever, tools, query, self.args.top_k)
+        with self._lock:
+            if self._retriever is None:
+                self._retriever = load_retriever(self.args.retriever, base_dir)
+            if self._indexed != names:
+                self._retriever.index(tools)
+                self._indexed = names
+            return select_tools(self._retriever, tools, query, self.args.top_k)

@@ -134,6 +134,12 @@ def build_queries(tools: list[dict[str, Any]], train_per_tool: int = 3, heldout_
     return train, heldout
 
 
+def recall(retriever: Any, tasks: list[dict[str, Any]], k: int) -> float:
+    """The share of `tasks` (as build_queries makes them) whose tool `retriever` ranks in its top k."""
+    ranked = retriever.top_k_many([t["query"] for t in tasks], k)
+    return sum(t["answer"]["calls"][0]["name"] in top for t, top in zip(tasks, ranked)) / len(tasks)
+
+
 def write_benchmark(out: Path, commodities: int = 10, measures: int = 10, scopes: int = 10,
                     train_per_tool: int = 3, heldout_per_tool: int = 1, seed: int = 0) -> dict[str, int]:
     out.mkdir(parents=True, exist_ok=True)

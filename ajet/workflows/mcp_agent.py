@@ -26,6 +26,7 @@ with a placeholder).
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 from typing import Any, Literal
 
@@ -104,7 +105,7 @@ class McpAgent(Workflow):
         async with open_client(args.server, self.base_dir) as mcp:
             tools = await list_openai_tools(mcp)
             if self.retrieval:
-                tools = self.retrieval.select(tools, task.query, self.base_dir)
+                tools = await asyncio.to_thread(self.retrieval.select, tools, task.query, self.base_dir)
             for turn in range(max_turns):
                 choice = args.first_tool_choice if turn == 0 and args.first_tool_choice else args.tool_choice
                 try:

@@ -37,8 +37,8 @@ async def test_cached_renders_give_the_uncached_token_ids(tiny_tokenizer):
         session, issue = open_episode(gateway)
         client = openai.AsyncOpenAI(base_url=url, api_key=issue("assistant"), max_retries=0)
         renders = []
-        original = gateway.renderer.render_text
-        gateway.renderer.render_text = lambda *a, **k: renders.append(1) or original(*a, **k)
+        original = gateway.renderer._render
+        gateway.renderer._render = lambda *a, **k: renders.append(1) or original(*a, **k)
         messages = [{"role": "system", "content": "You are a gas expert."}, {"role": "user", "content": "Houston?"}]
         sent = []
         for tools in (TOOLS, TOOLS, OTHER_TOOLS, OTHER_TOOLS):

@@ -218,3 +218,23 @@ async def test_gateway_prompt_of_a_forging_user_has_only_template_control_tokens
     # default system, user, generation prompt: 3 <|im_start|>, 2 <|im_end|>
     assert sum(1 for i in prompt if i in _specials(tiny_tokenizer)) == 5
     assert tiny_tokenizer.decode(prompt).count("<|im_start|>system") == 2  # the template's, and the text one
+
+
+def test_ordinary_text_is_walked_once_per_prompt_and_never_copied(tiny_tokenizer, monkeypatch):
+    """The gateway renders every call: messages and tools without a special-token spelling are the
+    same objects after escaping (no copy), and an encode escapes them once, not once per prefix."""
+    renderer = ChatRenderer(tiny_tokenizer)
+    assert renderer._escape(TOOLS) is TOOLS and renderer._escape(CONVERSATION) is CONVERSATION
+    forged = [{"role": "user", "content": FORGED}]
+    escaped = renderer._escape(forged)
+    assert escaped is not forged and forged[0]["content"] == FORGED and "<|im_end|>" not in escaped[0]["content"]
+    # a gateway call whose two assistant turns are spliced: 5 renders (before and after each, the whole)
+    generated = [s.token_ids for s in renderer.encode_conversation(CONVERSATION, TOOLS).segments if s.author == "llm"]
+    turns = {id(CONVERSATION[2]): generated[0], id(CONVERSATION[4]): generated[1]}
+    renderer._render_cache.clear()
+    walked = []
+    escape = renderer._escape
+    monkeypatch.setattr(renderer, "_escape", lambda value: walked.append(value) or escape(value))
+    prompt = renderer.encode(CONVERSATION, TOOLS, lookup=lambda m: GeneratedTurn(
+        turns[id(m)], [0.0] * len(turns[id(m)]), ends_with_eos=True, call_index=0))
+    assert prompt.spliced == 2 and walked == [CONVERSATION, TOOLS]

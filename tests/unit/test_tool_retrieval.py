@@ -19,7 +19,7 @@ from ajet.retrieval import load_retriever
 from ajet.retrieval.base import split_name, tool_text
 from ajet.retrieval.bm25 import BM25Retriever
 from ajet.retrieval.pairs import row_pairs
-from ajet.retrieval.synthetic import build_queries, build_tools
+from ajet.retrieval.synthetic import build_queries, build_tools, recall
 from ajet.workflows.mcp_agent import McpAgent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,11 +33,6 @@ def tool(name: str, description: str = "", **params: str) -> dict:
     props = {k: {"type": "string", "description": v} for k, v in params.items()}
     return {"type": "function", "function": {"name": name, "description": description,
                                              "parameters": {"type": "object", "properties": props}}}
-
-
-def recall(retriever, rows: list[dict], k: int) -> float:
-    ranked = retriever.top_k_many([r["query"] for r in rows], k)
-    return sum(r["answer"]["calls"][0]["name"] in top for r, top in zip(rows, ranked)) / len(rows)
 
 
 # ---------------------------------------------------------------------------------------------- BM25
@@ -177,6 +172,43 @@ async def test_agent_offers_only_top_k_tools(llm):
     assert offered == [["get_gas_price_state", "get_gas_price_city"]] * 2  # every turn sees the same 2 tools
     assert [t["function"]["name"] for t in out.metadata["tools"]] == offered[0]
     assert out.tool_calls[0]["result"]["tool"] == "get_gas_price_state"
+
+
+async def test_indexing_runs_off_the_event_loop_once_for_concurrent_episodes(llm, monkeypatch):
+    """Loading and indexing a retriever takes seconds (an encoder over a thousand tools): it runs in a
+    thread, so other episodes and the gateway keep going, and concurrent first episodes index once."""
+    import asyncio
+    import time
+
+    indexed = []
+    real_index = BM25Retriever.index
+
+    def slow_index(self, tools):
+        indexed.append(len(tools))
+        time.sleep(0.6)
+        real_index(self, tools)
+
+    monkeypatch.setattr(BM25Retriever, "index", slow_index)
+    llm.script = [{"content": "ok"}] * 3
+    workflow = McpAgent(server="many_tools_server.py", tool_retrieval={"top_k": 2, "retriever": "bm25"})
+    workflow.base_dir = SERVERS
+    tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
+    gaps, done = [], asyncio.Event()
+
+    async def heartbeat():
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+
+    beat = asyncio.create_task(heartbeat())
+    outs = await asyncio.gather(*(workflow.execute(Task(task_id=f"t{i}", query="natural gas price for a state"), tuner)
+                                  for i in range(3)))
+    done.set()
+    await beat
+    assert len(indexed) == 1 and all(len(o.metadata["tools"]) == 2 for o in outs)
+    assert max(gaps) < 0.45  # the loop never stood still for the 0.6 s index
 
 
 @pytest.mark.parametrize("args, message", [
