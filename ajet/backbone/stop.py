@@ -43,7 +43,11 @@ def received() -> int | None:
 def check() -> None:
     """Raise KeyboardInterrupt when a stop signal has come: a lost interrupt still stops the run."""
     if _received:
-        raise KeyboardInterrupt(f"stopped by {signal.Signals(_received[0]).name}")
+        raise _interrupt(_received[0])
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -59,7 +63,7 @@ def _on_signal(signum: int, frame: Any) -> None:
         task.cancel()
         task.get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select()
         return
-    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+    raise _interrupt(signum)
 
 
 class StopSignals:
@@ -116,8 +120,7 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     try:
         result = asyncio.run(main())
     except asyncio.CancelledError:
-        if _received:
-            raise KeyboardInterrupt(f"stopped by {signal.Signals(_received[0]).name}") from None
+        check()  # cancelled by a stop signal: KeyboardInterrupt, as everywhere else
         raise
     check()  # the cancellation was swallowed somewhere and the work finished anyway
     return result

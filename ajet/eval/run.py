@@ -5,7 +5,6 @@ steps too); this module builds the engine for it, prints and saves its report.""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ajet.backbone.stop import run_async
 from ajet.config.schema import AjetConfig
 from ajet.rollout.stack import load_tokenizer
 from ajet.rollout.validation import evaluate
@@ -66,7 +66,8 @@ def run_eval(cfg: AjetConfig, model: str | None = None) -> dict[str, Any]:
         save_resolved_config(cfg, run_dir)
         engine = build_engine(cfg)
         tokenizer = load_tokenizer(cfg, engine)
-        report = asyncio.run(evaluate(cfg, engine, tokenizer, run_dir, predictions_file="predictions.jsonl"))
+        # as training's loop: a stop signal cancels the pass, which unwinds (ajet.backbone.stop)
+        report = run_async(evaluate(cfg, engine, tokenizer, run_dir, predictions_file="predictions.jsonl"))
         report["model"] = engine.model_name if cfg.engine.type == "chat_api" else cfg.model.path
         print_report(report, title=f"ajet eval · {cfg.project} · {report['model']}")
         (run_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")

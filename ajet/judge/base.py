@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
+import numbers
 from typing import Any
 
 from ajet.reward import Reward
@@ -43,10 +44,10 @@ class Judge(abc.ABC):
 
 def checked_reward(value: object, source: str) -> tuple[Reward | None, str | None]:
     """(reward, None) for a usable reward; (None, judge error) otherwise. A reward is a real number (an
-    int or a float, not a bool or a string such as "0.5") or an `ajet.Reward`, finite and within
+    int, a float or a numpy scalar; not a bool or a string such as "0.5") or an `ajet.Reward`, finite and within
     ±MAX_ABS_REWARD in its total and every part: a NaN, inf or 1e308 reward would make the group's
     advantages, the loss and then every weight NaN, so it is a judge failure."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Reward)):
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Reward)):
         return None, (f"InvalidReward: {source} {str(value)[:80]!r} ({type(value).__name__}), not a number or "
                       "ajet.Reward; return a float (a bool or a string is not a reward)")
     try:

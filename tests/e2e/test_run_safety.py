@@ -161,6 +161,15 @@ def test_resume_continues_exactly_its_run_and_refuses_a_config_that_trains_diffe
     assert f"{a} (step 3), {b} (step 1)" in str(nothing.value)  # neighbours are named, never picked
 
 
+def test_resume_on_a_folder_that_does_not_exist_creates_nothing(project):
+    # the run lock creates the folder it locks: --resume must fail before it, or every mistyped
+    # `ajet --resume` leaves an empty run folder (lock file only) beside the real ones
+    missing = project / "runs" / "typo"
+    with pytest.raises(CheckpointError, match="--resume found no complete checkpoint in output_dir"):
+        run(_cfg(project, f"output_dir={missing}"), resume=True)
+    assert not missing.exists()
+
+
 def test_a_nan_judge_is_counted_and_never_reaches_the_weights(project):
     out = project / "nan"
     run(_cfg(project, f"output_dir={out}", "trainer.steps=2", "rollout.batch_tasks=4"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
+
 from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
 from ajet.rollout.validation import eval_report, pass_at_k
 from ajet.rollout.episode import EpisodeWriter
@@ -124,7 +126,8 @@ class RewardOf(Workflow):
 
 class LiteralJudge(Judge):
     VALUES = {"str": "0.5", "true": True, "huge": 1e308, "-huge": -1e308, "part": Reward(total=1.0, parts={"p": 1e7}),
-              "bound": 1e6, "-bound": -1e6, "int": 2, "none": None}
+              "bound": 1e6, "-bound": -1e6, "int": 2, "none": None,
+              "f32": np.float32(0.25), "i64": np.int64(3)}  # numpy scalars (a judge's np.mean...) are numbers
 
     async def score(self, task, output):
         return self.VALUES[output.answer]
@@ -144,7 +147,7 @@ async def test_a_string_a_bool_or_a_reward_past_the_bound_is_a_judge_failure(tin
                                       "±1e+06 (larger ones overflow the group statistics); scale the reward down")
     assert by["-huge"].judge_error.startswith("RewardOutOfRange") and by["part"].judge_error.startswith(
         "RewardOutOfRange: the judge returned {'p': 10000000.0}")
-    assert [by[k].reward.total for k in ("bound", "-bound", "int")] == [1e6, -1e6, 2.0]  # the bound itself is fine
+    assert [by[k].reward.total for k in ("bound", "-bound", "int", "f32", "i64")] == [1e6, -1e6, 2.0, 0.25, 3.0]  # the bound itself is fine
     assert batch.summary()["judge_failed"] == 6
     assert all(not by[k].samples and by[k].reward is None for k in ("str", "true", "huge", "-huge", "part"))
 

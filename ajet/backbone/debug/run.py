@@ -58,7 +58,9 @@ class DebugRun:
         self.state = RunState()
         self.checkpoint: Path | None = None
         self.run_dir = Path(cfg.output_dir)
-        if isinstance(resume, str):  # --resume PATH names the folder
+        # --resume PATH names the folder; --resume on a folder that does not exist fails here, before the
+        # lock below would create it
+        if isinstance(resume, str) or (resume and not self.run_dir.is_dir()):
             self.run_dir, self.checkpoint = find_resume_dir(self.run_dir, resume)
             cfg.output_dir = str(self.run_dir)
         # Held until run() ends (the kernel drops it if the process dies): a second run on this folder
