@@ -41,6 +41,15 @@ class GenerateTasksConfig(_Section):
         "needed for n questions, plus 8.")
     guidance: str | None = Field(None, description="Extra instruction for the question writer (domain, language, "
                                  "style), appended to its prompt.")
+    # --from-calls (call-first tasks, ajet.generate.call_tasks)
+    chain_share: float = Field(0.4, ge=0, le=1, description="--from-calls: share of tasks that are chains of 2-3 "
+                               "calls (an earlier result feeds a later argument), when the bank has chains.")
+    max_chain: int = Field(3, ge=1, le=5, description="--from-calls: most calls in one chain task.")
+    phrasing: Literal["writer", "template"] = Field(
+        "writer", description="--from-calls: writer: the question writer phrases each question (checked, the "
+        "template when it fails); template: templated questions only (no model needed for phrasing).")
+    round_trip: bool = Field(True, description="--from-calls: keep a task only when the teacher, asked its "
+                             "question with the tools, first calls the gold call (drops counted as round_trip_*).")
 
 
 class GenerateDemosConfig(_Section):
@@ -55,6 +64,9 @@ class GenerateDemosConfig(_Section):
         "states values the tools returned, no other numbers) or llm_judge (the teacher endpoint grades "
         "the episode). Tasks with a reference answer are scored by the run's judge.")
     llm_judge_threshold: float = Field(0.7, ge=0, le=1, description="no_reference_check=llm_judge: lowest score kept.")
+    final_sentence: Literal["teacher", "template"] = Field(
+        "teacher", description="Call-first tasks (built, not sampled): who writes the last sentence stating the "
+        "gold value: the teacher (checked to state it, the template when it does not) or the template only.")
     format: Literal["openai", "sharegpt"] = Field(
         "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")

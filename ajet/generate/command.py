@@ -1,6 +1,7 @@
 """The `ajet generate` command line: `tasks` and `demos`, each with the config options of `ajet`.
 
     ajet generate tasks --conf X.yaml -n 200 --out tasks.jsonl [--teacher self] [key=value ...]
+    ajet generate tasks --conf X.yaml -n 300 --from-calls calls.jsonl --out tasks.jsonl   # call-first
     ajet generate demos --conf X.yaml [--tasks tasks.jsonl] --out sft.jsonl [--teacher self]
                         [--format openai|sharegpt] [key=value ...]
 
@@ -46,6 +47,8 @@ def main(argv: list[str]) -> int:
         parser = _parser("tasks", "Write realistic user questions that need the MCP server's tools.")
         parser.add_argument("-n", type=int, default=100, help="tasks wanted in --out (default: %(default)s)")
         parser.add_argument("--seed", type=int, default=0, help="seed of the tool schedule (default: %(default)s)")
+        parser.add_argument("--from-calls", metavar="JSONL", help="write call-first tasks with references from a call "
+                            "bank (`ajet generate explore`) instead of questions from the tool list")
     else:
         parser = _parser("demos", "Run the teacher on each task and keep the episodes that pass the filter as SFT rows.")
         parser.add_argument("--tasks", metavar="JSONL", help="tasks file (from `ajet generate tasks` or any jsonl "
@@ -61,7 +64,12 @@ def main(argv: list[str]) -> int:
 
     cfg = load_config(args.conf, overrides)
     out = Path(args.out).resolve()
-    if kind == "tasks":
+    if kind == "tasks" and args.from_calls:
+        from ajet.generate.call_tasks import generate_call_tasks
+
+        calls = Path(args.from_calls).resolve()
+        report = asyncio.run(generate_call_tasks(cfg, calls, args.n, out, fresh=args.fresh, seed=args.seed)).to_dict()
+    elif kind == "tasks":
         from ajet.generate.tasks import generate_tasks
 
         report = asyncio.run(generate_tasks(cfg, args.n, out, fresh=args.fresh, seed=args.seed)).to_dict()

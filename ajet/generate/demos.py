@@ -53,10 +53,13 @@ class DemoReport:
     skipped_done: int = 0
     dropped: Counter = field(default_factory=Counter)
     tasks_with_demo: set[str] = field(default_factory=set)
+    built: int = 0
+    sentences: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kept": self.kept, "episodes": self.episodes, "tasks": self.tasks, "skipped_done": self.skipped_done,
-                "tasks_with_demo": len(self.tasks_with_demo), "dropped": dict(self.dropped)}
+        return {"kept": self.kept, "built": self.built, "episodes": self.episodes, "tasks": self.tasks,
+                "skipped_done": self.skipped_done, "tasks_with_demo": len(self.tasks_with_demo),
+                "final_sentence": dict(self.sentences), "dropped": dict(self.dropped)}
 
 
 class DemoFilter(Judge):
@@ -167,45 +170,79 @@ def _demo_config(cfg: AjetConfig, teacher_is_self: bool) -> AjetConfig:
 
 async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *, fresh: bool = False) -> DemoReport:
     """Write demonstrations for the tasks in `tasks_path` (None: the train split of the config's task
-    reader, so a split_ratio's val part stays unseen) to `out`; raises GenerateError on none."""
-    from ajet.judge.llm_judge import LLMJudge
-    from ajet.rollout.stack import RolloutStack, settings_for
+    reader, so a split_ratio's val part stays unseen) to `out`; raises GenerateError on none.
+    Call-first tasks (gold calls with their results) are built, the others sampled from the teacher."""
+    from ajet.generate.constructed import is_constructible
     from ajet.task_reader import read_tasks
 
     opts = cfg.generate.demos
     source = cfg.task_reader if tasks_path is None else TaskReaderConfig(type="jsonl", train=str(tasks_path))
     tasks = read_tasks(source, "train", cfg.base_dir).tasks
     teacher = endpoint_of(cfg, "teacher")
-    run_cfg = _demo_config(cfg, teacher == "self")
     report = DemoReport()
     with JsonlAppender(out, fresh) as kept, JsonlAppender(dropped_path(out), fresh) as dropped:
         done = {row.get("task_id") for row in kept.existing + dropped.existing}
         report.skipped_done = sum(1 for t in tasks if t.task_id in done)
         todo = [t for t in tasks if t.task_id not in done]
+        built = [t for t in todo if is_constructible(t)]
+        sampled = [t for t in todo if not is_constructible(t)]
         report.tasks = len(todo)
         writer = DemoWriter(kept, dropped, opts.format, opts.keep_per_task, report)
         writer.per_task.update(row.get("task_id") for row in kept.existing)
-        console.print(f"{len(todo)} task(s) to run × {opts.attempts} attempt(s) "
+        console.print(f"{len(built)} call-first task(s) to build, {len(sampled)} to run × {opts.attempts} attempt(s) "
                       f"({report.skipped_done} already in {out} or its dropped file)")
-        if todo:
-            settings = dataclasses.replace(settings_for(run_cfg, "train"), group_size=opts.attempts,
-                                           temperature=opts.temperature, top_p=1.0)
+        needs_model = bool(sampled) or (bool(built) and opts.final_sentence == "teacher")
+        if needs_model:
             async with open_endpoint(cfg, teacher) as engine:
-                llm_judge = None
-                if opts.no_reference_check == "llm_judge":
-                    llm_judge = LLMJudge(base_url=engine.base_url, model=engine.model, api_key=engine.api_key)
-                async with RolloutStack(run_cfg, engine, None, None) as stack:
-                    assert stack.runner is not None
-                    stack.runner.judge = DemoFilter(stack.judge, opts.no_reference_check, llm_judge,
-                                                    opts.llm_judge_threshold)
-                    stack.runner.writer = writer
-                    try:
-                        await stack.runner.run(todo, settings, label="demos")
-                    finally:
-                        if llm_judge is not None:
-                            await llm_judge.aclose()
+                if built:
+                    await _build(cfg, built, engine, teacher == "self", writer)
+                if sampled:
+                    await _sample(cfg, sampled, engine, teacher == "self", writer)
+        elif built:
+            await _build(cfg, built, None, False, writer)
     if report.kept == 0 and not kept.existing:
         raise GenerateError(f"no demonstration was kept from {report.episodes} episode(s); dropped: "
                             f"{', '.join(f'{k} {v}' for k, v in report.dropped.most_common()) or 'none'}. "
                             f"See {dropped_path(out)} for each episode and reason")
     return report
+
+
+async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: bool, writer: DemoWriter) -> None:
+    """Write the call-first tasks' demonstrations by construction (ajet.generate.constructed)."""
+    from ajet.generate.constructed import demo_messages, final_sentences
+    from ajet.generate.tasks import server_of
+    from ajet.workflows.mcp_client import server_tools
+
+    tools = await server_tools(server_of(cfg), cfg.base_dir)
+    system_prompt = cfg.workflow_args.get("system_prompt") or ""
+    sentences = await final_sentences(cfg, engine, tasks, self_served, writer.report.sentences)
+    for task, sentence in zip(tasks, sentences):
+        output = WorkflowOutput(answer=sentence, messages=demo_messages(task, system_prompt, sentence),
+                                metadata={"tools": tools})
+        writer.kept.write(sft_row(task.task_id, output, writer.fmt))
+        writer.report.kept += 1
+        writer.report.built += 1
+        writer.report.tasks_with_demo.add(task.task_id)
+
+
+async def _sample(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: bool, writer: DemoWriter) -> None:
+    """Run the teacher's episodes on `tasks` and file each through `writer` (kept or dropped)."""
+    from ajet.judge.llm_judge import LLMJudge
+    from ajet.rollout.stack import RolloutStack, settings_for
+
+    opts = cfg.generate.demos
+    run_cfg = _demo_config(cfg, self_served)
+    settings = dataclasses.replace(settings_for(run_cfg, "train"), group_size=opts.attempts,
+                                   temperature=opts.temperature, top_p=1.0)
+    llm_judge = None
+    if opts.no_reference_check == "llm_judge":
+        llm_judge = LLMJudge(base_url=engine.base_url, model=engine.model, api_key=engine.api_key)
+    async with RolloutStack(run_cfg, engine, None, None) as stack:
+        assert stack.runner is not None
+        stack.runner.judge = DemoFilter(stack.judge, opts.no_reference_check, llm_judge, opts.llm_judge_threshold)
+        stack.runner.writer = writer
+        try:
+            await stack.runner.run(tasks, settings, label="demos")
+        finally:
+            if llm_judge is not None:
+                await llm_judge.aclose()

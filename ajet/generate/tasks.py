@@ -170,7 +170,7 @@ async def generate_tasks(cfg: AjetConfig, n: int, out: Path, *, fresh: bool = Fa
     """Write up to `n` tasks to `out` (resuming from what is there); raises GenerateError on none."""
     from ajet.workflows.mcp_client import server_tools
 
-    server = _server_of(cfg)
+    server = server_of(cfg)
     tools = await server_tools(server, cfg.base_dir)
     names = [t["function"]["name"] for t in tools]
     opts = cfg.generate.tasks
@@ -264,7 +264,7 @@ def _task_row(question: str, target: list[str], writer: str) -> dict[str, Any]:
             "metadata": {"tools": target, "num_calls": len(target), "source": "generated", "writer": writer}}
 
 
-def _server_of(cfg: AjetConfig) -> str:
+def server_of(cfg: AjetConfig) -> str:
     server = cfg.workflow_args.get("server")
     if not server:
         raise GenerateError("ajet generate reads the tools of workflow_args.server, which is not set; use the "

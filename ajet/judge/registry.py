@@ -30,6 +30,7 @@ BUILTIN_JUDGES: dict[str, str] = {
     "llm_judge": "ajet.judge.llm_judge:LLMJudge",
     "grounded": "ajet.judge.grounded:GroundedJudge",
     "agent": "ajet.judge.agent:AgentJudge",
+    "tool_reference": "ajet.judge.tool_reference:ToolReferenceJudge",
 }
 
 # Where the judge being built sits in the config, and the folder plugin paths resolve against.

@@ -1,0 +1,350 @@
+"""`ajet generate tasks --from-calls calls.jsonl`: tasks written after the calls that answer them.
+
+Every call in the bank (`ajet generate explore`) really ran, so a question written for it has a known
+right answer. A task is one call, or a chain of 2-3 calls where an earlier result fed a later
+argument (the bank's `inputs_from`), and one value of the last result (`target`): the gold calls
+and that value become the task's reference, `answer: {calls, final}`, the shape the `function_call`,
+`exact_match` and `tool_reference` judges read.
+
+The question writer (`generate.question_writer`, or the teacher) phrases the user question with
+the concrete values (ajet.generate.phrasing checks it: every value the user gives, no value the
+user cannot know, no tool name); a template stands in when it fails. Then the round trip (on by
+default): the teacher, its tool call constrained to the schemas, answers the question, and the task
+is kept only when that first call is the gold one (APIGen's semantic check). A writer's question
+that fails the round trip gets one more try as the template question. Rows are written as they
+are decided, dropped ones with their reason; a rerun resumes.
+
+    {"task_id": "call-1f0c...", "query": "...", "answer": {"calls": [...], "final": 4.15},
+     "metadata": {"tools": [...], "num_calls": 1, "source": "call_first", "phrasing": "writer",
+                  "target": ["price_usd_per_mmbtu"], "gold": [{"name", "arguments", "content"}]}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ajet.config.schema import AjetConfig
+from ajet.errors import AjetError, GenerateError
+from ajet.generate import phrasing
+from ajet.generate.endpoint import endpoint_of, open_endpoint
+from ajet.generate.files import JsonlAppender, dropped_path, read_rows
+from ajet.judge.function_call import values_match
+
+console = Console()
+_MAX_IN_FLIGHT = 8
+
+
+@dataclass
+class Candidate:
+    """Calls in order, and the path of the answer in the last call's result."""
+
+    steps: list[dict[str, Any]]
+    path: list[Any]
+    value: Any
+
+    @property
+    def key(self) -> str:
+        return json.dumps([[s["id"] for s in self.steps], self.path])
+
+    @property
+    def tools(self) -> list[str]:
+        return [s["tool"] for s in self.steps]
+
+    def mention(self) -> dict[str, Any]:
+        """The values the user gives: the first call's arguments, and later arguments no earlier call returned."""
+        given: dict[str, Any] = {}
+        for step in self.steps:
+            passed = {link["argument"] for link in step.get("inputs_from") or []} if step is not self.steps[0] else set()
+            for name, value in step["arguments"].items():
+                if name not in passed and name not in given:
+                    given[name] = value
+        return given
+
+    def hidden(self) -> list[Any]:
+        """Values the user cannot know: the answer, and what a chain passes from one call to the next."""
+        values = [self.value]
+        for step in self.steps[1:]:
+            for link in step.get("inputs_from") or []:
+                values.append(step["arguments"].get(link["argument"]))
+        return [v for v in values if v is not None]
+
+
+@dataclass
+class CallTaskReport:
+    """What `ajet generate tasks --from-calls` did."""
+
+    kept: int = 0
+    resumed: int = 0
+    candidates: int = 0
+    phrasing: Counter = field(default_factory=Counter)
+    writer_fallback: Counter = field(default_factory=Counter)
+    dropped: Counter = field(default_factory=Counter)
+    per_tool: Counter = field(default_factory=Counter)
+    chains: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kept": self.kept, "resumed": self.resumed, "candidates": self.candidates, "chains": self.chains,
+                "phrasing": dict(self.phrasing), "writer_fallback": dict(self.writer_fallback),
+                "dropped": dict(self.dropped), "per_tool": dict(self.per_tool)}
+
+
+def parsed_result(step: dict[str, Any]) -> Any:
+    result = step.get("result")
+    if isinstance(result, str):
+        try:
+            return json.loads(result)
+        except ValueError:
+            return result
+    return result
+
+
+def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
+    """The values of a result a question can ask for: scalar leaves that are not an argument echoed
+    back, numbers first (they are what a judge can check exactly)."""
+    found: list[tuple[list[Any], Any]] = []
+
+    def walk(node: Any, path: list[Any], depth: int) -> None:
+        if isinstance(node, dict) and depth < 4:
+            for key, child in node.items():
+                walk(child, [*path, key], depth + 1)
+        elif isinstance(node, list) and depth < 4:
+            for i, child in enumerate(node[:max_items]):
+                walk(child, [*path, i], depth + 1)
+        elif isinstance(node, (int, float, str)) and not isinstance(node, bool):
+            if isinstance(node, str) and not (0 < len(node.strip()) <= 60):
+                return
+            if any(values_match(node, arg) for arg in step["arguments"].values()):
+                return  # the call's own input: asking for it is no question
+            found.append((path, node))
+
+    walk(parsed_result(step), [], 0)
+    return sorted(found, key=lambda pv: isinstance(pv[1], str))
+
+
+def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
+    """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from."""
+    by_id = {row["id"]: row for row in bank}
+    chains: list[list[dict[str, Any]]] = [[row] for row in bank]
+    for row in bank:
+        links = row.get("inputs_from") or []
+        parents = {link["call"] for link in links}
+        if len(parents) != 1 or next(iter(parents)) not in by_id:
+            continue  # fed by two calls (or a call missing from the bank): not a simple chain
+        chain = [by_id[next(iter(parents))], row]
+        while len(chain) < max_chain:
+            above = {link["call"] for link in chain[0].get("inputs_from") or []}
+            if len(above) != 1 or next(iter(above)) not in by_id:
+                break
+            chains.append(list(chain))
+            chain.insert(0, by_id[next(iter(above))])
+        chains.append(chain)
+    found = []
+    for chain in chains:
+        for path, value in answer_paths(chain[-1]):
+            found.append(Candidate(chain, path, value))
+    return found
+
+
+def schedule(found: list[Candidate], n: int, chain_share: float, rng: random.Random) -> list[Candidate]:
+    """`n` candidates spread over tool sequences and answer fields: round robin over (tools, field)
+    groups, chains making up about `chain_share` of them when there are enough."""
+    groups: dict[tuple, list[Candidate]] = defaultdict(list)
+    for cand in found:
+        groups[(tuple(cand.tools), phrasing.field_name(cand.path))].append(cand)
+    for members in groups.values():
+        rng.shuffle(members)
+    # numbers first: a judge checks them exactly, and a string leaf is often a label or a name echoed
+    numeric = {k for k, members in groups.items() if not isinstance(members[0].value, str)}
+    singles = [k for k in groups if len(k[0]) == 1]
+    multis = [k for k in groups if len(k[0]) > 1]
+    want_multi = round(n * chain_share) if multis else 0
+    picked = _round_robin(groups, multis, want_multi, numeric, rng)
+    picked += _round_robin(groups, singles, n - len(picked), numeric, rng)
+    if len(picked) < n:  # not enough singles: fill with more chains
+        picked += _round_robin(groups, multis, n - len(picked), numeric, rng)
+    return picked
+
+
+def _round_robin(groups: dict[tuple, list[Candidate]], keys: list[tuple], n: int, numeric: set[tuple],
+                 rng: random.Random) -> list[Candidate]:
+    """Up to `n` candidates, one per group in turn: the numeric groups' until they run out, then the rest."""
+    picked: list[Candidate] = []
+    for tier in ([k for k in keys if k in numeric], [k for k in keys if k not in numeric]):
+        rng.shuffle(tier)
+        while len(picked) < n and any(groups[k] for k in tier):
+            for key in tier:
+                if groups[key] and len(picked) < n:
+                    picked.append(groups[key].pop())
+    return picked
+
+
+async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Path, *, fresh: bool = False,
+                              seed: int = 0) -> CallTaskReport:
+    """Write up to `n` call-first tasks from the bank at `calls_path` to `out` (resuming)."""
+    from ajet.generate.tasks import server_of
+    from ajet.workflows.mcp_client import server_tools
+
+    bank = read_rows(calls_path)
+    if not bank:
+        raise GenerateError(f"{calls_path} holds no calls; run `ajet generate explore --conf ... --out {calls_path}` first")
+    missing = [i for i, row in enumerate(bank, 1) if not {"id", "tool", "arguments"} <= set(row)]
+    if missing:
+        raise GenerateError(f"{calls_path}: line(s) {missing[:5]} lack id/tool/arguments; is it a call bank "
+                            "written by `ajet generate explore`?")
+    tools = await server_tools(server_of(cfg), cfg.base_dir)
+    descriptions = {t["function"]["name"]: t["function"].get("description") for t in tools}
+    for row in bank:
+        row["description"] = descriptions.get(row["tool"])
+    opts = cfg.generate.tasks
+    report = CallTaskReport()
+    rng = random.Random(seed)
+    found = candidates(bank, opts.max_chain)
+    report.candidates = len(found)
+    with JsonlAppender(out, fresh) as kept, JsonlAppender(dropped_path(out), fresh) as dropped:
+        done = {(r.get("metadata") or {}).get("candidate") for r in kept.existing} | {
+            r.get("candidate") for r in dropped.existing}
+        report.resumed = len(kept.existing)
+        needed = n - report.resumed
+        if needed <= 0:
+            console.print(f"{out} already has {report.resumed} tasks (asked for {n}); nothing to do")
+            return report
+        pool = [c for c in found if c.key not in done]
+        plan = schedule(pool, min(len(pool), needed + needed // 2), opts.chain_share, rng)
+        console.print(f"{len(bank)} calls, {len(found)} candidate tasks; phrasing {len(plan)} for {needed} tasks "
+                      f"({report.resumed} already in {out})")
+        writer_who, teacher_who = endpoint_of(cfg, "question_writer"), endpoint_of(cfg, "teacher")
+        names = [t["function"]["name"] for t in tools]
+        async with open_endpoint(cfg, writer_who) as writer:
+            async with _same_or_open(cfg, writer_who, teacher_who, writer) as teacher:
+                queue = list(reversed(plan))
+
+                async def worker() -> None:
+                    while queue and report.kept < needed:
+                        cand = queue.pop()
+                        row, reason = await _decide(cfg, cand, tools, names, writer, teacher, writer_who == "self",
+                                                    teacher_who == "self", report, rng)
+                        if report.kept >= needed:
+                            return
+                        if row is None:
+                            report.dropped[reason] += 1
+                            dropped.write({"candidate": cand.key, "tools": cand.tools, "reason": reason})
+                            continue
+                        kept.write(row)
+                        report.kept += 1
+                        report.chains += len(cand.steps) > 1
+                        report.per_tool.update(cand.tools)
+                        if report.kept % 10 == 0:
+                            console.print(f"{report.kept + report.resumed}/{n} tasks kept, "
+                                          f"dropped {sum(report.dropped.values())}")
+
+                await asyncio.gather(*(worker() for _ in range(min(cfg.rollout.concurrency, _MAX_IN_FLIGHT))))
+    if report.kept + report.resumed == 0:
+        raise GenerateError(f"no task was kept from {len(plan)} candidate(s); dropped: "
+                            f"{', '.join(f'{k} {v}' for k, v in report.dropped.most_common()) or 'none'}. "
+                            f"See {dropped_path(out)}")
+    return report
+
+
+class _same_or_open:
+    """The teacher's endpoint: the writer's when both are the same (one model in memory, not two)."""
+
+    def __init__(self, cfg: AjetConfig, writer_who: Any, teacher_who: Any, writer: Any) -> None:
+        self.shared = writer if writer_who == teacher_who else None
+        self.context = None if self.shared is not None else open_endpoint(cfg, teacher_who)
+
+    async def __aenter__(self) -> Any:
+        return self.shared if self.context is None else await self.context.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self.context is not None:
+            await self.context.__aexit__(*exc)
+
+
+async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: list[str], writer: Any, teacher: Any,
+                  writer_is_self: bool, teacher_is_self: bool, report: CallTaskReport,
+                  rng: random.Random) -> tuple[dict[str, Any] | None, str]:
+    """The task row for `cand`, or None and the reason it was dropped."""
+    opts = cfg.generate.tasks
+    mention, hidden = cand.mention(), cand.hidden()
+    field_words = phrasing.field_name(cand.path)
+    template = phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), field_words,
+                                          mention, rng)
+    tries: list[tuple[str, str]] = []
+    if opts.phrasing == "writer":
+        try:
+            question = await _write_question(cfg, writer, cand, field_words, mention, writer_is_self)
+            problem = phrasing.question_problem(question, mention, hidden, names)
+        except (AjetError, ValueError, KeyError, IndexError, TypeError) as exc:
+            question, problem = "", f"request_failed: {str(exc)[:200]}"
+        if problem is None:
+            tries.append(("writer", question))
+        else:
+            report.writer_fallback[problem.split(":")[0]] += 1
+    tries.append(("template", template))
+    last = "round_trip_mismatch"
+    for how, question in tries:
+        if opts.round_trip:
+            try:
+                ok = await round_trip(cfg, teacher, question, tools, cand.steps[0], teacher_is_self)
+            except (AjetError, ValueError, KeyError, IndexError, TypeError):
+                ok, last = False, "round_trip_failed"
+            if not ok:
+                continue
+        report.phrasing[how] += 1
+        return task_row(cand, question, how, getattr(writer, "model_name", None)), ""
+    return None, last
+
+
+async def _write_question(cfg: AjetConfig, writer: Any, cand: Candidate, field_words: str, mention: dict[str, Any],
+                          self_served: bool) -> str:
+    body: dict[str, Any] = {
+        "messages": [{"role": "system", "content": "You write the questions users ask."},
+                     {"role": "user", "content": phrasing.question_prompt(cand.steps, field_words, mention)}],
+        "temperature": cfg.generate.tasks.temperature, "max_tokens": 80,
+    }
+    if self_served:
+        body["guided_regex"] = phrasing.QUESTION_REGEX  # one clean line; a small model rambles otherwise
+    reply = await writer.chat(body)
+    text = (reply["choices"][0]["message"].get("content") or "").strip()
+    return text.splitlines()[0].strip().strip('"') if text else ""
+
+
+async def round_trip(cfg: AjetConfig, teacher: Any, question: str, tools: list[dict], gold: dict[str, Any],
+                     self_served: bool) -> bool:
+    """Whether the teacher, asked `question` with the tools, first calls `gold` (name and arguments)."""
+    body: dict[str, Any] = {
+        "messages": [{"role": "system", "content": cfg.workflow_args.get("system_prompt") or "You are a helpful assistant."},
+                     {"role": "user", "content": question}],
+        "tools": tools, "tool_choice": "required", "temperature": 0.0, "max_tokens": 128,
+    }
+    if self_served:
+        body["parallel_tool_calls"] = False
+    reply = await teacher.chat(body)
+    calls = reply["choices"][0]["message"].get("tool_calls") or []
+    if not calls:
+        return False
+    function = calls[0]["function"]
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError:
+        return False
+    return (function.get("name") == gold["tool"] and isinstance(arguments, dict)
+            and values_match(arguments, gold["arguments"], 1e-6))
+
+
+def task_row(cand: Candidate, question: str, how: str, writer: str | None) -> dict[str, Any]:
+    digest = hashlib.sha1(f"{cand.key}|{question}".encode("utf-8")).hexdigest()[:12]
+    gold = [{"name": s["tool"], "arguments": s["arguments"]} for s in cand.steps]
+    return {"task_id": f"call-{digest}", "query": question, "answer": {"calls": gold, "final": cand.value},
+            "metadata": {"tools": cand.tools, "num_calls": len(cand.steps), "source": "call_first", "phrasing": how,
+                         "writer": writer, "candidate": cand.key, "target": cand.path,
+                         "gold": [{**g, "content": s.get("content", "")} for g, s in zip(gold, cand.steps)]}}

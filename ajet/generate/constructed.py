@@ -1,0 +1,98 @@
+"""Demonstrations by construction: a call-first task's episode written out, not sampled.
+
+A task from `ajet generate tasks --from-calls` already holds everything its demonstration needs: the
+gold calls and the text each returned (`metadata.gold`). The demonstration is the conversation the
+mcp_agent workflow would have, turn for turn — system prompt, question, one assistant turn per gold
+call with the tool message that call really produced, and a final sentence stating the gold value.
+The teacher writes that sentence (checked to state the value; a template otherwise). No episode is
+sampled, so thousands of verified rows take minutes, not hours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+from ajet.config.schema import AjetConfig
+from ajet.errors import AjetError
+from ajet.generate import phrasing
+from ajet.judge.tool_reference import states_value
+from ajet.workflow import Task
+
+_MAX_IN_FLIGHT = 8
+
+
+def is_constructible(task: Task) -> bool:
+    """Whether `task` carries gold calls with their results (a call-first task)."""
+    gold = task.metadata.get("gold")
+    answer = task.answer if isinstance(task.answer, dict) else {}
+    return (isinstance(gold, list) and bool(gold) and "final" in answer
+            and all(isinstance(g, dict) and "name" in g and "content" in g for g in gold))
+
+
+def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[dict[str, Any]]:
+    """The episode's messages, shaped as the mcp_agent workflow records them."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt},
+                                      {"role": "user", "content": task.query}]
+    for i, gold in enumerate(task.metadata["gold"]):
+        call_id = f"call_{i}"
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{
+            "id": call_id, "type": "function",
+            "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": gold["content"]})
+    messages.append({"role": "assistant", "content": final_sentence})
+    return messages
+
+
+async def final_sentences(cfg: AjetConfig, engine: Any, tasks: list[Task], self_served: bool,
+                          counts: Counter) -> list[str]:
+    """One answer sentence per task: the teacher's when it states the gold value, else the template's.
+    `counts` gets `writer` / `template` and the reasons the writer's sentence was not used."""
+    semaphore = asyncio.Semaphore(_MAX_IN_FLIGHT)
+
+    async def one(task: Task) -> str:
+        value = task.answer["final"]
+        field_words = phrasing.field_name(task.metadata.get("target") or [])
+        first_args = (task.metadata["gold"][0].get("arguments") or {})
+        fallback = phrasing.template_sentence(field_words, value, first_args)
+        if engine is None:
+            counts["template"] += 1
+            return fallback
+        body: dict[str, Any] = {
+            "messages": [{"role": "system", "content": cfg.workflow_args.get("system_prompt") or ""},
+                         {"role": "user", "content": phrasing.sentence_prompt(
+                             task.query, task.metadata["gold"][-1]["content"], field_words, value)}],
+            "temperature": 0.3, "max_tokens": 60,
+        }
+        if self_served:
+            body["guided_regex"] = phrasing.SENTENCE_REGEX
+        async with semaphore:
+            try:
+                reply = await engine.chat(body)
+                text = (reply["choices"][0]["message"].get("content") or "").strip().splitlines()
+                sentence = text[0].strip() if text else ""
+            except (AjetError, KeyError, IndexError, TypeError) as exc:
+                counts[f"sentence_request_failed: {type(exc).__name__}"] += 1
+                sentence = ""
+        if sentence and states_value(sentence, value, 1e-9) and not _states_other_numbers(sentence, task):
+            counts["writer"] += 1
+            return sentence
+        counts["template"] += 1
+        if sentence:
+            counts["sentence_without_value" if not states_value(sentence, value, 1e-9) else "sentence_invents_numbers"] += 1
+        return fallback
+
+
+    return list(await asyncio.gather(*(one(t) for t in tasks)))
+
+
+def _states_other_numbers(sentence: str, task: Task) -> bool:
+    """Whether the sentence writes a number that is neither in the question nor in any tool result."""
+    from ajet.judge.exact_match import numbers_in
+
+    seen = numbers_in(task.query)
+    for gold in task.metadata["gold"]:
+        seen += numbers_in(gold["content"])
+    return any(all(abs(n - s) > 1e-9 * max(1.0, abs(s)) for s in seen) for n in numbers_in(sentence))

@@ -1,0 +1,117 @@
+"""Words for call-first data: the user question a gold call answers, and the final sentence that states
+its value. The writer model phrases both; every phrasing is checked, and a template stands in when
+the writer fails, so a task never depends on a small model writing well.
+
+A question is acceptable when it names every value the user must give (`mention`), and none the user
+cannot know: the answer itself and the values a chain passes from one call to the next (`hidden`).
+Tool names never appear (no user types `get_gas_price`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from ajet.judge.exact_match import numbers_in, parse_number
+
+QUESTION_REGEX = r"[A-Z][^\n{}\[\]<>?]{15,200}\?"  # one question, one line, no markup
+SENTENCE_REGEX = r"[A-Z][^\n{}\[\]<>]{8,200}\."   # one sentence that ends the episode
+_WORD = re.compile(r"[A-Za-z\u00c0-\uffff]+")
+
+
+def words(key: Any) -> str:
+    """`price_usd_per_mmbtu` -> 'price usd per mmbtu'; `percentFull` -> 'percent full'."""
+    text = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", str(key))
+    return " ".join(text.replace("_", " ").replace("-", " ").split()).lower()
+
+
+def field_name(path: list[Any]) -> str:
+    """The words of a result path's last key ('the 2nd item' for a bare list index)."""
+    keys = [p for p in path if isinstance(p, str)]
+    return words(keys[-1]) if keys else "result"
+
+
+def first_clause(description: str | None) -> str:
+    """A tool description's first clause, as a topic for a templated question."""
+    text = (description or "").strip().split("\n")[0]
+    text = re.split(r"(?<=[.;:])\s", text)[0].rstrip(".;:")
+    return text[:120]
+
+
+def show(value: Any) -> str:
+    """A value as a user writes it (2.0 -> '2', True -> 'yes')."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def mentions(value: Any, text: str) -> bool:
+    """Whether `text` names `value`: the number (any formatting) or the text, case-insensitively."""
+    number = parse_number(value) if not isinstance(value, str) or re.fullmatch(r"[-+\d.,eE/ ]+", value) else None
+    if number is not None:
+        return any(abs(found - number) <= 1e-9 * max(1.0, abs(number)) for found in numbers_in(text))
+    return show(value).strip().casefold() in text.casefold()
+
+
+def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], tool_names: list[str]) -> str | None:
+    """Why `question` cannot stand for the calls (a drop reason), or None when it can."""
+    if len(_WORD.findall(question)) < 4:
+        return "too_short"
+    lowered = question.casefold()
+    if any(name.casefold() in lowered for name in tool_names if "_" in name or len(name) > 12):
+        return "names_a_tool"
+    missing = [key for key, value in mention.items() if not mentions(value, question)]
+    if missing:
+        return "misses_a_value"
+    if any(_informative(value) and mentions(value, question) for value in hidden):
+        return "gives_away_a_value"
+    return None
+
+
+def _informative(value: Any) -> bool:
+    # small integers (1, 2, a year's digit) show up in ordinary questions by chance: only longer
+    # values count as given away
+    number = parse_number(value) if not isinstance(value, bool) else None
+    if number is not None:
+        return not (float(number).is_integer() and abs(number) < 10)
+    return isinstance(value, str) and len(value.strip()) >= 2
+
+
+def template_question(topic: str, field: str, mention: dict[str, Any], rng: random.Random) -> str:
+    """A plain question that always passes `question_problem`: the topic, the field asked for, and
+    every value to mention (with its argument's words when there are several)."""
+    if len(mention) == 1:
+        given = show(next(iter(mention.values())))
+    else:
+        given = ", ".join(f"{words(k)} {show(v)}" for k, v in mention.items())
+    forms = [f"What is the {field} for {given}?",
+             f"{topic}: what is the {field} for {given}?" if topic else f"Tell me the {field} for {given}?",
+             f"Can you tell me the {field} for {given}?"]
+    return rng.choice(forms)
+
+
+def question_prompt(steps: list[dict[str, Any]], field: str, mention: dict[str, Any]) -> str:
+    """The writer's request: the calls (tool description, arguments), what the answer is about, and
+    the values the question must give."""
+    lines = []
+    for i, step in enumerate(steps, 1):
+        args = ", ".join(f"{k} = {show(v)}" for k, v in step["arguments"].items()) or "no arguments"
+        lines.append(f"{i}. {first_clause(step.get('description')) or step['tool']} ({args})")
+    given = ", ".join(show(v) for v in mention.values())
+    chain = " The steps run in order; the user only knows the first step's values." if len(steps) > 1 else ""
+    return ("An assistant answers questions by looking things up:\n" + "\n".join(lines) +
+            f"\n\nWrite the question a user asks whose answer is the {field}.{chain} The question must "
+            f"contain {given}. Write only the question.")
+
+
+def sentence_prompt(question: str, content: str, field: str, value: Any) -> str:
+    return (f"Question: {question}\nLooked up: {content[:600]}\n\nWrite one short sentence that answers the "
+            f"question and states the {field}, {show(value)}.")
+
+
+def template_sentence(field: str, value: Any, mention: dict[str, Any]) -> str:
+    given = ", ".join(show(v) for v in mention.values())
+    return f"The {field} for {given} is {show(value)}." if given else f"The {field} is {show(value)}."

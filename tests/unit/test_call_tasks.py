@@ -1,0 +1,213 @@
+"""Call-first tasks and demonstrations by construction, on the energy tutorial's real MCP server: a
+call bank built from calls that really ran, chains along inputs_from, references taken from real
+results, checked phrasing with a template fallback, the round trip (teacher played by a scripted
+OpenAI server over real HTTP), resume, and demos whose tool messages are the server's own text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from ajet.config.loader import load_config
+from ajet.errors import GenerateError
+from ajet.generate import phrasing
+from ajet.generate.call_tasks import answer_paths, candidates, generate_call_tasks, schedule
+from ajet.generate.demos import generate_demos
+from ajet.generate.files import read_rows
+from ajet.judge.tool_reference import ToolReferenceJudge
+from ajet.render import ChatRenderer
+from ajet.trainer.sft_data import load_sft_samples
+from ajet.workflow import Task, WorkflowOutput
+from ajet.workflows.mcp_client import call_tool, open_client
+from tests.unit.fake_openai import ScriptedOpenAI
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE_YAML = ROOT / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"
+SERVER = ROOT / "tutorial" / "example_tool_agent" / "energy_server.py"
+
+
+async def _bank(path: Path) -> list[dict]:
+    """A small call bank in `ajet generate explore`'s format, from calls run on the real server."""
+    rows: list[dict] = []
+    async with open_client(str(SERVER)) as client:
+        async def run(tool: str, args: dict, inputs_from: list | None = None) -> dict:
+            outcome = await call_tool(client, tool, args)
+            assert outcome.error is None, outcome.error
+            row = {"id": f"c{len(rows):04d}", "tool": tool, "arguments": args, "content": outcome.content,
+                   "result": outcome.result, "origin": {k: "description" for k in args}, "inputs_from": inputs_from or []}
+            rows.append(row)
+            return row
+
+        for city in ("Boston", "Seattle", "Denver"):
+            price = await run("get_gas_price", {"city": city})
+            await run("convert_price", {"price": price["result"]["price_usd_per_mmbtu"], "from_unit": "MMBtu",
+                                        "to_unit": "GJ"},
+                      [{"argument": "price", "call": price["id"], "path": ["price_usd_per_mmbtu"]}])
+        await run("get_pipeline_flow", {"pipeline": "Transco"})
+        await run("get_production", {"state": "Texas", "year": 2021})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+@pytest.fixture
+def bank(tmp_path) -> tuple[Path, list[dict]]:
+    path = tmp_path / "calls.jsonl"
+    return path, asyncio.run(_bank(path))
+
+
+def test_answer_paths_skip_echoed_arguments_and_put_numbers_first(bank):
+    _, rows = bank
+    production = next(r for r in rows if r["tool"] == "get_production")
+    paths = answer_paths(production)
+    assert paths == [(["production_bcf"], 9730)]  # state and year are the call's own arguments
+    flow = answer_paths(next(r for r in rows if r["tool"] == "get_pipeline_flow"))
+    assert [p for p, _ in flow] == [["flow_mmcf_per_day"], ["capacity_mmcf_per_day"], ["utilization_percent"]]
+
+
+def test_chains_follow_inputs_from_and_hide_the_passed_value(bank):
+    _, rows = bank
+    found = candidates(rows)
+    chains = [c for c in found if len(c.steps) == 2]
+    assert {tuple(c.tools) for c in chains} == {("get_gas_price", "convert_price")}
+    seattle = next(c for c in chains if c.steps[0]["arguments"]["city"] == "Seattle" and c.path == ["converted_price"])
+    assert seattle.value == pytest.approx(3.6017)
+    # the user says the city and the units, never the intermediate price 3.8
+    assert seattle.mention() == {"city": "Seattle", "from_unit": "MMBtu", "to_unit": "GJ"}
+    assert 3.8 in seattle.hidden() and 3.6017 in seattle.hidden()
+    assert phrasing.question_problem("What is the gas price of Seattle, 3.8, in MMBtu to GJ?",
+                                     seattle.mention(), seattle.hidden(), ["get_gas_price"]) == "gives_away_a_value"
+    assert phrasing.question_problem("What does gas cost in Seattle per GJ?", seattle.mention(), seattle.hidden(),
+                                     []) == "misses_a_value"  # MMBtu is not said
+    assert phrasing.question_problem("Use get_gas_price for Seattle, from MMBtu to GJ?", seattle.mention(),
+                                     seattle.hidden(), ["get_gas_price"]) == "names_a_tool"
+
+
+def test_template_questions_always_pass_the_checks_and_the_schedule_spreads(bank):
+    _, rows = bank
+    found = candidates(rows)
+    rng = random.Random(0)
+    for cand in found:
+        question = phrasing.template_question("Natural gas price in a city", phrasing.field_name(cand.path),
+                                              cand.mention(), rng)
+        assert phrasing.question_problem(question, cand.mention(), cand.hidden(), ["get_gas_price"]) is None, question
+    picked = schedule(list(found), 6, 0.5, rng)
+    assert len(picked) == 6 and len({c.key for c in picked}) == 6
+    assert sum(len(c.steps) > 1 for c in picked) == 3
+    assert all(not isinstance(c.value, str) for c in picked)  # numbers before labels
+
+
+async def test_template_tasks_carry_references_and_resume(bank, tmp_path):
+    calls, rows = bank
+    out = tmp_path / "tasks.jsonl"
+    cfg = load_config(PIPELINE_YAML, ["generate.tasks.phrasing=template", "generate.tasks.round_trip=false"])
+    report = await generate_call_tasks(cfg, calls, 5, out)
+    assert report.kept == 5 and report.phrasing == {"template": 5}
+    tasks = read_rows(out)
+    by_id = {r["id"]: r for r in rows}
+    for task in tasks:
+        gold = task["metadata"]["gold"]
+        assert task["answer"]["calls"] == [{"name": g["name"], "arguments": g["arguments"]} for g in gold]
+        # the reference value is what the last call really returned, at the recorded path
+        last = json.loads(gold[-1]["content"])
+        for key in task["metadata"]["target"]:
+            last = last[key]
+        assert last == task["answer"]["final"]
+        ids = json.loads(task["metadata"]["candidate"])[0]
+        assert [by_id[i]["content"] for i in ids] == [g["content"] for g in gold]
+    again = await generate_call_tasks(cfg, calls, 8, out)
+    assert again.resumed == 5 and again.kept == 3
+    keys = [t["metadata"]["candidate"] for t in read_rows(out)]
+    assert len(keys) == len(set(keys)) == 8
+
+
+def _teacher(llm: ScriptedOpenAI, wrong_city: bool = False):
+    """A hosted writer and teacher: writes a question that names every value it is asked to, and
+    answers with the call the question asks for (or a wrong city)."""
+    def respond(request: dict) -> dict:
+        prompt = request["messages"][-1]["content"]
+        if "tools" not in request:  # the question writer
+            given = prompt.split("The question must contain ")[1].split(". Write only")[0]
+            return {"content": f"Could you look up {given} for me?"}
+        question = prompt
+        if "Seattle" in question and not wrong_city:
+            args, name = {"city": "Seattle"}, "get_gas_price"
+        else:
+            args, name = {"city": "Boston" if not wrong_city else "Paris"}, "get_gas_price"
+        return {"content": "", "tool_calls": [(name, json.dumps(args))]}
+    llm.respond = respond
+
+
+async def test_round_trip_keeps_only_questions_the_teacher_answers_with_the_gold_call(llm, bank, tmp_path):
+    calls, _ = bank
+    _teacher(llm)
+    cfg = load_config(PIPELINE_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}",
+                                      "generate.tasks.chain_share=0"])
+    out = tmp_path / "tasks.jsonl"
+    report = await generate_call_tasks(cfg, calls, 20, out)
+    kept = read_rows(out)
+    # the scripted teacher only ever calls get_gas_price: every kept task starts with that gold call
+    assert kept and all(t["answer"]["calls"][0]["name"] == "get_gas_price" for t in kept)
+    assert {t["answer"]["calls"][0]["arguments"]["city"] for t in kept} <= {"Seattle", "Boston"}
+    assert report.dropped["round_trip_mismatch"] > 0
+    assert report.kept + sum(report.dropped.values()) == len(read_rows(out)) + len(read_rows(out.with_name(out.name + ".dropped.jsonl")))
+    writer_rows = [t for t in kept if t["metadata"]["phrasing"] == "writer"]
+    assert writer_rows and all(t["query"].startswith("Could you look up") for t in writer_rows)
+    _teacher(llm, wrong_city=True)
+    with pytest.raises(GenerateError, match="round_trip_mismatch"):
+        await generate_call_tasks(cfg, calls, 5, tmp_path / "none.jsonl")
+
+
+async def test_demos_are_built_from_the_gold_calls_real_results(bank, tmp_path, tiny_tokenizer):
+    calls, _ = bank
+    tasks = tmp_path / "tasks.jsonl"
+    cfg = load_config(PIPELINE_YAML, ["generate.tasks.phrasing=template", "generate.tasks.round_trip=false",
+                                      "generate.demos.final_sentence=template"])
+    await generate_call_tasks(cfg, calls, 6, tasks)
+    out = tmp_path / "sft.jsonl"
+    report = await generate_demos(cfg, tasks, out)
+    assert report.built == report.kept == 6 and report.episodes == 0
+    rows, task_rows = read_rows(out), {t["task_id"]: t for t in read_rows(tasks)}
+    for row in rows:
+        task = task_rows[row["task_id"]]
+        messages = row["messages"]
+        assert messages[0]["content"] == cfg.workflow_args["system_prompt"] and messages[1]["content"] == task["query"]
+        tool_messages = [m["content"] for m in messages if m["role"] == "tool"]
+        assert tool_messages == [g["content"] for g in task["metadata"]["gold"]]
+        assert phrasing.mentions(task["answer"]["final"], messages[-1]["content"])
+        assert {t["function"]["name"] for t in row["tools"]} >= {"get_gas_price", "convert_price"}
+    samples, load = load_sft_samples(out, ChatRenderer(tiny_tokenizer))
+    assert len(samples) == 6 and not load.skipped
+    # the rows score perfectly with the decomposed judge: they are the reference, by construction
+    judge = ToolReferenceJudge()
+    for row in rows:
+        task = task_rows[row["task_id"]]
+        output = WorkflowOutput(answer=row["messages"][-1]["content"], messages=row["messages"])
+        reward = await judge.score(Task(task_id=task["task_id"], query=task["query"], answer=task["answer"]), output)
+        assert reward.is_success and reward.total == pytest.approx(1.0)
+
+
+async def test_a_writer_whose_sentence_lacks_the_value_is_replaced_by_the_template(llm, bank, tmp_path):
+    calls, _ = bank
+    llm.respond = lambda request: {"content": "Prices are high in winter and 99.9 people agree."}
+    tasks = tmp_path / "tasks.jsonl"
+    cfg = load_config(PIPELINE_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}",
+                                      "generate.tasks.phrasing=template", "generate.tasks.round_trip=false"])
+    await generate_call_tasks(cfg, calls, 4, tasks)
+    report = await generate_demos(cfg, tasks, tmp_path / "sft.jsonl")
+    assert report.sentences["template"] == 4 and report.sentences["sentence_without_value"] == 4
+    for row in read_rows(tmp_path / "sft.jsonl"):
+        assert "99.9" not in row["messages"][-1]["content"]
+
+
+def test_a_file_that_is_not_a_call_bank_is_a_clear_error(tmp_path):
+    bad = tmp_path / "calls.jsonl"
+    bad.write_text('{"query": "hello"}\n')
+    cfg = load_config(PIPELINE_YAML, [])
+    with pytest.raises(GenerateError, match="lack id/tool/arguments"):
+        asyncio.run(generate_call_tasks(cfg, bad, 3, tmp_path / "t.jsonl"))
+    with pytest.raises(GenerateError, match="holds no calls"):
+        asyncio.run(generate_call_tasks(cfg, tmp_path / "missing.jsonl", 3, tmp_path / "t.jsonl"))
