@@ -15,7 +15,7 @@ from typing import Any
 
 from ajet.judge.exact_match import numbers_in, parse_number
 
-QUESTION_REGEX = r"[A-Z][^\n{}\[\]<>?]{15,200}\?"  # one question, one line, no markup
+QUESTION_REGEX = r"(What|How|Which|Where|Can you|Could you|Please) [^\n{}\[\]<>?]{12,140}\?"  # a bare question, one line
 SENTENCE_REGEX = r"[A-Z][^\n{}\[\]<>]{8,200}\."   # one sentence that ends the episode
 _WORD = re.compile(r"[A-Za-z\u00c0-\uffff]+")
 
@@ -87,24 +87,32 @@ def template_question(topic: str, field: str, mention: dict[str, Any], rng: rand
         given = show(next(iter(mention.values())))
     else:
         given = ", ".join(f"{words(k)} {show(v)}" for k, v in mention.items())
+    about = f"{topic[0].lower()}{topic[1:]}" if topic else f"the {field}"
     forms = [f"What is the {field} for {given}?",
-             f"{topic}: what is the {field} for {given}?" if topic else f"Tell me the {field} for {given}?",
-             f"Can you tell me the {field} for {given}?"]
+             f"{topic}: what is the {field} for {given}?" if topic else f"Tell me the {field} for {given}.",
+             f"Can you tell me the {field} for {given}?",
+             f"I need {about} for {given}. What is the {field}?",
+             f"For {given}, what is the {field}?"]
     return rng.choice(forms)
 
 
+# One worked example in a domain no server here has: a small writer copies the shape of the
+# answer from it (a bare question), where a description alone made it echo the prompt back.
+_EXAMPLE = ("Lookup: Weather forecast for a town (town = Lyon, day = Friday)\nThe user wants: the rain chance\n"
+            "Question: Will it rain in Lyon on Friday, and how likely is it?")
+
+
 def question_prompt(steps: list[dict[str, Any]], field: str, mention: dict[str, Any]) -> str:
-    """The writer's request: the calls (tool description, arguments), what the answer is about, and
-    the values the question must give."""
+    """The writer's request: the lookups (tool description, arguments), what the answer is about, and
+    the values the question must give, after one worked example."""
     lines = []
-    for i, step in enumerate(steps, 1):
+    for step in steps:
         args = ", ".join(f"{k} = {show(v)}" for k, v in step["arguments"].items()) or "no arguments"
-        lines.append(f"{i}. {first_clause(step.get('description')) or step['tool']} ({args})")
+        lines.append(f"Lookup: {first_clause(step.get('description')) or words(step['tool'])} ({args})")
+    chain = " (the lookups run in order; the user only knows the first one's values)" if len(steps) > 1 else ""
     given = ", ".join(show(v) for v in mention.values())
-    chain = " The steps run in order; the user only knows the first step's values." if len(steps) > 1 else ""
-    return ("An assistant answers questions by looking things up:\n" + "\n".join(lines) +
-            f"\n\nWrite the question a user asks whose answer is the {field}.{chain} The question must "
-            f"contain {given}. Write only the question.")
+    return (f"Write the question a user asks. It must contain: {given}.\n\nExample:\n{_EXAMPLE}\n\n"
+            + "\n".join(lines) + f"\nThe user wants: the {field}{chain}\nQuestion:")
 
 
 def sentence_prompt(question: str, content: str, field: str, value: Any) -> str:

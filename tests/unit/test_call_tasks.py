@@ -211,3 +211,40 @@ def test_a_file_that_is_not_a_call_bank_is_a_clear_error(tmp_path):
         asyncio.run(generate_call_tasks(cfg, bad, 3, tmp_path / "t.jsonl"))
     with pytest.raises(GenerateError, match="holds no calls"):
         asyncio.run(generate_call_tasks(cfg, tmp_path / "missing.jsonl", 3, tmp_path / "t.jsonl"))
+
+
+def _episode(calls: list[tuple[str, dict]], answer: str, parse_failures: int = 0) -> WorkflowOutput:
+    return WorkflowOutput(answer=answer, tool_calls=[{"name": n, "arguments": a, "result": {"ok": 1}} for n, a in calls],
+                          metadata={"ajet": {"tool_call_parse_failures": parse_failures}})
+
+
+BOSTON = Task(task_id="t", query="What is the gas price in Boston?",
+              answer={"calls": [{"name": "get_gas_price", "arguments": {"city": "Boston"}}], "final": 4.15})
+
+
+@pytest.mark.parametrize("calls, answer, failures, parts, total, success", [
+    # docs/judges.md's worked example: right tool and key, wrong city, wrong number
+    ([("get_gas_price", {"city": "Seattle"})], "It costs 3.8 USD per MMBtu.", 0,
+     {"format": 1, "tool_name": 1, "arg_names": 1, "arg_values": 0, "final": 0}, 0.45, False),
+    ([("get_gas_price", {"city": "boston"})], "Gas in Boston costs 4.15 USD per MMBtu.", 0,
+     {"format": 1, "tool_name": 1, "arg_names": 1, "arg_values": 1, "final": 1}, 1.0, True),
+    # one malformed call, then the right one: format 1/2; 4.1 is more than 1% off 4.15
+    ([("get_gas_price", {"city": "Boston"})], "About 4.1 USD.", 1,
+     {"format": 0.5, "tool_name": 1, "arg_names": 1, "arg_values": 1, "final": 0}, 0.65, False),
+    # a wrong key: arg_names 0 as well; the right number stated anyway is not a success
+    ([("get_gas_price", {"town": "Boston"})], "4.15", 0,
+     {"format": 1, "tool_name": 1, "arg_names": 0, "arg_values": 0, "final": 1}, 0.6, False),
+    # no call at all
+    ([], "I do not know.", 0, {"format": 0, "tool_name": 0, "arg_names": 0, "arg_values": 0, "final": 0}, 0.0, False),
+])
+async def test_tool_reference_parts_by_hand(calls, answer, failures, parts, total, success):
+    reward = await ToolReferenceJudge().score(BOSTON, _episode(calls, answer, failures))
+    assert reward.parts == pytest.approx(parts)
+    assert reward.total == pytest.approx(total) and reward.is_success is success
+
+
+async def test_tool_reference_without_a_reference_is_a_clear_error():
+    from ajet.errors import JudgeError
+
+    with pytest.raises(JudgeError, match="has no reference"):
+        await ToolReferenceJudge().score(Task(task_id="q", query="hi", answer=None), _episode([], "x"))

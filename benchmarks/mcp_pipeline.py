@@ -1,0 +1,127 @@
+"""The no-human-data pipeline end to end, on two MCP servers, scored on hand-written val tasks it never sees.
+
+For each server: `ajet generate explore` → `ajet generate tasks --from-calls` → `ajet generate demos`
+→ `ajet --backbone=debug` (SFT on the built demonstrations, then GRPO on the generated tasks) →
+`ajet eval` of the checkpoint at the end of SFT and of the final one, on the server's hand-written
+val set (energy: tutorial/example_tool_agent/val.jsonl, 38 tasks; library:
+tutorial/example_mcp_pipeline/library/val.jsonl, 40 tasks). Every stage is the installed CLI in a
+subprocess, as a user runs it; nothing hand-written reaches the pipeline.
+
+    python benchmarks/mcp_pipeline.py [--servers energy,library] [-n 200] [key=value ...]
+
+The key=value overrides go to every pipeline command (e.g. trainer.steps=2). Last line:
+`energy_val_success=<x> second_server_val_success=<y> pipeline_minutes=<m>` (the final models;
+minutes: the slower server's generate + train time). Each server's lines before it give the SFT-only
+figure next to SFT+GRPO, so what RL added is in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINE = REPO / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"
+LIBRARY = REPO / "tutorial" / "example_mcp_pipeline" / "library"
+SERVERS = {
+    # name: (overrides that point the pipeline at the server, the val config that scores it)
+    "energy": ([], REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"),
+    "library": ([f"workflow_args.server={LIBRARY / 'library_server.py'}",
+                 "workflow_args.system_prompt='You are a library assistant. Answer the user''s question by calling the "
+                 "tools; when you have the result, reply with one short sentence that states it.'"],
+                LIBRARY / "library.yaml"),
+}
+
+
+def cpu() -> str:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    flags = set(re.findall(r"\b(avx\w*|amx\w*)\b", text))
+    return "amx" if "amx_bf16" in flags else "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+
+
+def run(args: list[str], log: Path) -> float:
+    """Run one CLI command, its output to `log`; its wall seconds. A failure stops the benchmark with the log's tail."""
+    started = time.time()
+    with log.open("w") as out:
+        code = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    if code:
+        sys.exit(f"{' '.join(args[:4])} ... failed ({code}); last lines of {log}:\n" + "".join(log.read_text().splitlines(True)[-20:]))
+    return time.time() - started
+
+
+def last_json(log: Path) -> dict:
+    for line in reversed(log.read_text().splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return {}
+
+
+def val_success(model: Path, val_yaml: Path, log: Path) -> float:
+    run(["ajet", "eval", "--conf", str(val_yaml), "--model", str(model), f"output_dir={log.parent / ('eval-' + log.stem)}"],
+        log)
+    match = re.search(r"success rate\s*[│|]?\s*([\d.]+)%", log.read_text())
+    if not match:
+        sys.exit(f"no success rate in {log}")
+    return float(match.group(1)) / 100
+
+
+def sft_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint written at the end of the SFT stage (the last one whose manifest says sft)."""
+    found = None
+    for folder in sorted((run_dir / "checkpoints").glob("step-*")):
+        state = folder / "state.json"
+        if state.exists() and json.loads(state.read_text()).get("extra", {}).get("stage") == "sft":
+            found = folder
+    if found is None:
+        sys.exit(f"no SFT checkpoint in {run_dir / 'checkpoints'}")
+    return found
+
+
+def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
+    server_overrides, val_yaml = SERVERS[name]
+    out = root / name
+    out.mkdir(parents=True, exist_ok=True)
+    conf = ["--conf", str(PIPELINE)]
+    common = [*server_overrides, f"task_reader.train={out / 'tasks.jsonl'}", f"sft.data={out / 'sft.jsonl'}",
+              f"project=mcp-bench-{name}", *overrides]
+    seconds = {
+        "explore": run(["ajet", "generate", "explore", *conf, "--out", str(out / "calls.jsonl"), *common],
+                       out / "explore.log"),
+        "tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
+                      "--out", str(out / "tasks.jsonl"), *common], out / "tasks.log"),
+        "demos": run(["ajet", "generate", "demos", *conf, "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
+        "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common], out / "train.log"),
+    }
+    figures = {"calls": last_json(out / "explore.log").get("kept"), "tasks": last_json(out / "tasks.log").get("kept"),
+               "demos": last_json(out / "demos.log").get("kept"),
+               "sft_val_success": val_success(sft_checkpoint(out / "run"), val_yaml, out / "eval_sft.log"),
+               "final_val_success": val_success(out / "run", val_yaml, out / "eval_final.log"),
+               "minutes": round(sum(seconds.values()) / 60, 1), "seconds": {k: round(v) for k, v in seconds.items()}}
+    print(f"{name}: {json.dumps(figures)}", flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", default="energy,library")
+    parser.add_argument("-n", type=int, default=200, help="call-first tasks per server (default: %(default)s)")
+    args, overrides = parser.parse_known_args()
+    root = REPO / "runs" / "mcp_pipeline_bench" / time.strftime("%Y%m%d-%H%M%S")
+    print(f"cpu: {cpu()}; output under {root}", flush=True)
+    results = {name: pipeline(name, args.n, overrides, root) for name in args.servers.split(",")}
+    energy, library = results.get("energy", {}), results.get("library", {})
+    minutes = max((r["minutes"] for r in results.values()), default=0)
+    print(f"energy_val_success={energy.get('final_val_success', 'n/a')} "
+          f"second_server_val_success={library.get('final_val_success', 'n/a')} pipeline_minutes={minutes}")
+
+
+if __name__ == "__main__":
+    main()
