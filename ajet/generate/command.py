@@ -37,7 +37,7 @@ def _parser(kind: str, description: str, teacher: bool = True) -> argparse.Argum
 
 
 def main(argv: list[str]) -> int:
-    """`ajet generate {tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    """`ajet generate {explore,tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
     if argv and argv[0] == "explore":
         return _explore(argv[1:])
     if not argv or argv[0] not in ("tasks", "demos"):

@@ -23,6 +23,7 @@ feed the values as if they had just run.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import re
@@ -271,8 +272,8 @@ class Explorer:
                   for a, pool in pools.items()}
         unused = {a: u for a, u in unused.items() if any(v is not _OMIT for v in u)}
         for i in range(max((len(u) for u in unused.values()), default=0)):
-            combos.append({a: unused[a][(i + j) % len(unused[a])] if a in unused else self.rng.choice(pool)
-                           for j, (a, pool) in enumerate(pools.items())})
+            combos.append(_cohere({a: unused[a][(i + j) % len(unused[a])] if a in unused else self.rng.choice(pool)
+                                   for j, (a, pool) in enumerate(pools.items())}, pools))
         for _ in range(20 * allowance):
             combo = {a: self.rng.choice(pool) for a, pool in pools.items()}
             texts = [v.value for v in combo.values() if isinstance(v.value, str)]
@@ -325,6 +326,22 @@ class Explorer:
                                                           f"error: {common}")
 
 
+def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str, Value]:
+    """A value taken from a result under a key that names a candidate of another argument brings that
+    candidate along: price <- price_usd_per_mmbtu sets from_unit MMBtu (the first such argument), so
+    the chain get_gas_price -> convert_price is one a user would ask for."""
+    for arg, value in combo.items():
+        if value.origin != "graph" or not value.source or not isinstance(value.source["path"][-1], str):
+            continue
+        words = set(re.split(r"[^a-z0-9]+", value.source["path"][-1].casefold()))
+        for other, pool in pools.items():
+            match = next((v for v in pool if other != arg and isinstance(v.value, str)
+                          and v.value.casefold() in words), None)
+            if match is not None:
+                return {**combo, other: match}
+    return combo
+
+
 def _commonest(errors: Counter, n: int) -> str:
     return ", ".join(f"{pattern!r} ({count})" for pattern, count in errors.most_common(n)) or "none recorded"
 
@@ -343,7 +360,15 @@ async def explore_server(cfg: AjetConfig, out: Path, *, fresh: bool = False) -> 
         console.print(f"{len(tools)} tools on {server}; exploring up to {explorer.budget_left()} more calls "
                       f"({explorer.report.resumed} kept calls already in {out})")
         async with open_client(server, cfg.base_dir) as client:
-            await explorer.explore(client)
+            # Exploring provokes errors on purpose, and each is in the dropped file: an in-memory
+            # server's own log lines (with tracebacks for plain exceptions) would only bury the progress.
+            server_log = logging.getLogger("fastmcp.server.server")
+            level = server_log.level
+            server_log.setLevel(logging.CRITICAL)
+            try:
+                await explorer.explore(client)
+            finally:
+                server_log.setLevel(level)
         explorer.finish()
     report = explorer.report
     report.wall_s = time.monotonic() - started

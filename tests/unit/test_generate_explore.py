@@ -85,6 +85,9 @@ async def test_energy_server_every_tool_works_values_come_from_their_sources(tmp
         assert link["argument"] == "price" and link["path"] == ["price_usd_per_mmbtu"]
         assert call["arguments"]["price"] == ids[link["call"]]["result"]["price_usd_per_mmbtu"]
         assert call["origin"]["price"] == "graph"
+    # ... in USD per MMBtu, as its key says: every city's price is converted from MMBtu at least once.
+    assert {c["arguments"]["price"] for c, _ in chained if c["arguments"]["from_unit"] == "MMBtu"} == {
+        k["result"]["price_usd_per_mmbtu"] for k in prices}
 
 
 async def test_energy_resume_runs_nothing_twice(tmp_path):
@@ -162,20 +165,20 @@ def test_a_server_that_refuses_every_call_is_a_clear_error_through_the_cli(tmp_p
         @mcp.tool
         def ping() -> dict:
             """Is the service up?"""
-            raise ToolError("service unavailable")
+            raise RuntimeError("service unavailable")  # fastmcp logs a traceback for this one
         '''))
     out = tmp_path / "calls.jsonl"
     run = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "explore", "--conf", str(server_yaml(tmp_path, server)),
                           "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert run.returncode == 1, run.stdout + run.stderr
     error = " ".join(run.stderr.split())
-    assert "error: no call to the MCP server" in error and "Traceback" not in run.stderr
+    assert "error: no call to the MCP server" in error and "Traceback" not in run.stderr + run.stdout
     _, dropped = rows_of(out)
     calls = len(dropped)
     weather = sum(d["tool"] == "get_weather" for d in dropped)
     assert f"{calls} call(s) to 2 tool(s) [get_weather ({weather}), ping (1)] all failed" in error
     assert f"dropped: tool_error {calls - 1}, probe 1" in error
-    assert f"commonest errors: 'service unavailable' ({calls - 1})" in error
+    assert f"commonest errors: 'service unavailable' ({calls - 2}), 'Error calling tool …: service unavailable' (1)" in error
     assert f"{out.name}.dropped.jsonl" in error and read_rows(out) == []
 
 
