@@ -122,8 +122,8 @@ class Explorer:
         self.max_chars = int(wargs.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS)
         for tool in self.tools:
             for spec in tool.specs:
-                self.add(tool.name, spec.name, schema_values(spec) + description_values(spec, tool.description, tool.specs)
-                         + generic_values(spec))
+                found = schema_values(spec) + description_values(spec, tool.description, tool.specs)
+                self.add(tool.name, spec.name, found + generic_values(spec))
 
     # ------------------------------------------------------------------ candidate values
 

@@ -28,8 +28,8 @@ _EG = re.compile(r"\b(?:e\.\s?g\.|eg\.|for example|for instance|such as)\s*[,:]?
                  re.IGNORECASE)
 _QUOTED = re.compile(r"(?<![A-Za-z0-9])'([^'\n]{1,40})'(?![A-Za-z0-9])|\"([^\"\n]{1,40})\"|`([^`\n]{1,40})`")
 _NUM = r"-?\d+(?:\.\d+)?"
-_RANGE = re.compile(rf"(?<![\w.-])(?:between\s+({_NUM})\s+and\s+({_NUM})|({_NUM})\s*(?:to|through|–|-|\.\.)\s*({_NUM}))"
-                    r"(?!\w|\.\d)", re.IGNORECASE)
+_RANGE = re.compile(rf"(?<![\w.-])(?:between\s+({_NUM})\s+and\s+({_NUM})"
+                    rf"|({_NUM})\s*(?:to|through|–|-|\.\.)\s*({_NUM}))(?!\w|\.\d)", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<!\d)\.(?:\s+|$)|;|\n")
 _HINT_COLON = re.compile(r"\b(?:known|valid|available|allowed|supported|accepted|possible|expected|options|choices|"
                          r"choose from|one of|try)\b[^:;.\n]{0,40}?:\s*([^;\n]+)", re.IGNORECASE)

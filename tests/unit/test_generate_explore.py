@@ -145,7 +145,8 @@ async def test_shop_ids_are_discovered_and_plain_errors_dropped_with_their_reaso
     assert dict(report.dropped) == {"probe": 4, "error_result": 1, "empty_result": 2, "timeout": 1}
     # A result too large to show is cut the way the agent sees it, and the call is still kept.
     (catalog,) = [k for k in kept if k["tool"] == "catalog"]
-    assert catalog["truncated"] is True and "[truncated: 20,000 characters, showing the first 8,000]" in catalog["content"]
+    assert catalog["truncated"] is True
+    assert "[truncated: 20,000 characters, showing the first 8,000]" in catalog["content"]
     assert not {key(d) for d in dropped} & {key(k) for k in kept}
 
 
@@ -168,7 +169,8 @@ def test_a_server_that_refuses_every_call_is_a_clear_error_through_the_cli(tmp_p
             raise RuntimeError("service unavailable")  # fastmcp logs a traceback for this one
         '''))
     out = tmp_path / "calls.jsonl"
-    run = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "explore", "--conf", str(server_yaml(tmp_path, server)),
+    conf = server_yaml(tmp_path, server)
+    run = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", "explore", "--conf", str(conf),
                           "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert run.returncode == 1, run.stdout + run.stderr
     error = " ".join(run.stderr.split())
@@ -178,7 +180,8 @@ def test_a_server_that_refuses_every_call_is_a_clear_error_through_the_cli(tmp_p
     weather = sum(d["tool"] == "get_weather" for d in dropped)
     assert f"{calls} call(s) to 2 tool(s) [get_weather ({weather}), ping (1)] all failed" in error
     assert f"dropped: tool_error {calls - 1}, probe 1" in error
-    assert f"commonest errors: 'service unavailable' ({calls - 2}), 'Error calling tool …: service unavailable' (1)" in error
+    assert (f"commonest errors: 'service unavailable' ({calls - 2}), "
+            "'Error calling tool …: service unavailable' (1)") in error
     assert f"{out.name}.dropped.jsonl" in error and read_rows(out) == []
 
 
@@ -201,7 +204,8 @@ def test_cli_explores_the_energy_server(tmp_path):
 
 @pytest.mark.parametrize("text, values, label", [
     ("e.g. Boston", ["Boston"], ""),
-    ("East, Midwest, Mountain, Pacific or South Central", ["East", "Midwest", "Mountain", "Pacific", "South Central"], ""),
+    ("East, Midwest, Mountain, Pacific or South Central",
+     ["East", "Midwest", "Mountain", "Pacific", "South Central"], ""),
     ("Convert an amount. Units: MMBtu, therm, kWh.", ["MMBtu", "therm", "kWh"], "Units"),
     ("The SKU, like 'A-1001'", ["A-1001"], ""),
     ("Status (open, shipped or lost)", ["open", "shipped", "lost"], "Status"),
