@@ -38,8 +38,8 @@ from rich.console import Console
 from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
 from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
-                                          generic_values, hint_values, hinted_arguments, leaves, schema_values,
-                                          value_key)
+                                          generic_values, hint_values, hinted_arguments, item_spec, leaves,
+                                          schema_values, value_key)
 from ajet.generate.files import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
@@ -49,6 +49,7 @@ console = Console()
 _OMIT = Value(None, "omitted")  # an optional argument left out of a call
 _RANK = {origin: i for i, origin in enumerate(ORIGINS)}
 _LOOSE_MAX = 40  # string values kept for free-text arguments that accept anything
+_MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Explorer:
         self.tried: set[str] = set()
         self.count: Counter = Counter()  # calls per tool, working or not
         self.errors: dict[str, Counter] = defaultdict(Counter)
+        self.timeouts: Counter = Counter()
         self.blocked: dict[str, str] = {}
         self.free_text: set[tuple[str, str]] = set()
         self.probed: set[tuple[str, str]] = set()
@@ -148,8 +150,13 @@ class Explorer:
         found = leaves(result, tool_name)
         for tool in self.tools:
             for spec in tool.specs:
-                fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path})
-                        for leaf in found if feeds(spec, leaf)]
+                item = item_spec(spec)
+                if item is not None:  # customer_ids <- [a customer's id]
+                    fits = [Value([leaf.value], "graph", {"call": call_id, "path": leaf.path})
+                            for leaf in found if feeds(item, leaf)]
+                else:
+                    fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path})
+                            for leaf in found if feeds(spec, leaf)]
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:
@@ -176,6 +183,7 @@ class Explorer:
         for row in self.dropped.existing:
             tool = self.by_name.get(row.get("tool"))
             self._seen(row)
+            self.timeouts[str(row.get("tool"))] += row.get("reason") == "timeout"
             probed = list(row.get("probe") or [])
             self.probed.update((str(row.get("tool")), arg) for arg in probed)
             if tool is not None and row.get("reason") == "probe_accepted":
@@ -224,6 +232,7 @@ class Explorer:
             self.learn_result(call_id, tool.name, outcome.result)
             return True
         reason = drop_reason(outcome, probed)
+        self.timeouts[tool.name] += "did not answer within" in (outcome.error or "")
         row = {"tool": tool.name, "arguments": arguments, "reason": reason, "error": outcome.error}
         if probed:
             row["probe"] = probed
@@ -242,6 +251,8 @@ class Explorer:
         filled with their best candidate, and read the valid values from the error."""
         for tool in self.tools:
             for spec in tool.specs:
+                if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+                    break
                 if spec.type not in ("string", None) or spec.schema.get("enum") or "const" in spec.schema \
                         or (tool.name, spec.name) in self.probed:
                     continue
@@ -259,6 +270,9 @@ class Explorer:
 
     def plan(self, tool: _Tool, allowance: int) -> list[tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]]:
         """Up to `allowance` new calls: first every candidate value not tried yet, then random ones."""
+        if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+            self.blocked[tool.name] = f"timed out {self.timeouts[tool.name]} times; not called again"
+            return []
         pools: dict[str, list[Value]] = {}
         for spec in tool.specs:
             pool = self.pool(tool, spec)
@@ -306,6 +320,8 @@ class Explorer:
                     limited = limited or self.count[tool.name] < per_tool
                     continue
                 for arguments, origin, inputs in self.plan(tool, allowance):
+                    if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+                        break
                     await self.run(client, tool, arguments, origin, inputs)
                     ran += 1
             console.print(f"round {r + 1}/{rounds}: {ran} calls, {self.report.kept + self.report.resumed} kept "

@@ -103,6 +103,12 @@ def arg_specs(parameters: dict[str, Any] | None) -> list[ArgSpec]:
     return specs
 
 
+def item_spec(spec: ArgSpec) -> ArgSpec | None:
+    """The schema of one item of an array argument, under the argument's name, or None."""
+    items = spec.schema.get("items") if spec.type == "array" else None
+    return ArgSpec(spec.name, items, _json_type(items), True) if isinstance(items, dict) else None
+
+
 def _resolve(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> dict[str, Any]:
     if depth > 5:
         return schema
@@ -180,8 +186,8 @@ def typed(values: list[Any], spec: ArgSpec, origin: str) -> list[Value]:
 def schema_values(spec: ArgSpec) -> list[Value]:
     """enum / const / boolean, default, examples and in-range numbers of the argument's schema."""
     schema = spec.schema
-    if spec.type == "array" and isinstance(schema.get("items"), dict):
-        item = ArgSpec(spec.name, schema["items"], _json_type(schema["items"]), True)
+    item = item_spec(spec)
+    if item is not None:
         wrapped = [Value([v.value], v.origin) for v in schema_values(item) + description_values(item, "", [item])]
         return typed([schema["default"]], spec, "schema_default") + wrapped if "default" in schema else wrapped
     out = typed(list(schema.get("enum") or []), spec, "schema_enum")
@@ -220,7 +226,8 @@ def in_range(low: float, high: float, kind: str | None) -> list[float]:
 
 
 def generic_values(spec: ArgSpec) -> list[Value]:
-    """The last resort: a few plain numbers, or a value of the string's declared format."""
+    """The last resort: a few plain numbers, a value of the string's declared format, an empty list, an
+    object of its required properties' first candidates."""
     if spec.type in _GENERIC_NUMBERS:
         return [Value(v, "generic") for v in _GENERIC_NUMBERS[spec.type]]
     fmt = spec.schema.get("format")
@@ -228,8 +235,15 @@ def generic_values(spec: ArgSpec) -> list[Value]:
         return [Value(_FORMATS[fmt], "generic")]
     if spec.type == "array":
         return [Value([], "generic")]
-    if spec.type == "object" and not spec.schema.get("properties"):
-        return [Value({}, "generic")]
+    if spec.type == "object":
+        inner_specs = arg_specs(spec.schema)
+        value = {}
+        for inner in (s for s in inner_specs if s.required):
+            found = schema_values(inner) + description_values(inner, "", inner_specs) + generic_values(inner)
+            if not found:
+                return []
+            value[inner.name] = found[0].value
+        return [Value(value, "generic")]
     return []
 
 
@@ -361,7 +375,14 @@ def hinted_arguments(message: str, arguments: dict[str, Any], specs: list[ArgSpe
 
 
 def hint_values(message: str, spec: ArgSpec) -> list[Value]:
-    return typed(expand(hint_items(message), spec, "list"), spec, "error_hint")
+    """The values an error message offers this argument: its listed items, and for a number its
+    ranges ('must be between 1 and 50')."""
+    items = expand(hint_items(message), spec, "list")
+    if spec.type in ("integer", "number"):
+        for m in _RANGE.finditer(re.split(r"\s\[type=", message)[0]):
+            low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            items += [v for v in in_range(float(low), float(high), spec.type) if v not in items]
+    return typed(items, spec, "error_hint")
 
 
 # ----------------------------------------------------------------------- earlier results
@@ -378,8 +399,9 @@ class Leaf:
 
 
 def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
-    """The scalars of a structured result (depth 6, 50 items a list); the words 'around' a top-level
-    value are the tool's name ('list_customers' -> customer), inside an object its key's."""
+    """The scalars of a structured result, or of the JSON a text result holds (depth 6, 50 items a
+    list); the words 'around' a top-level value are the tool's name ('list_customers' -> customer),
+    inside an object its key's."""
     out: list[Leaf] = []
 
     def walk(node: Any, path: list[Any], key: str, around: set[str], depth: int) -> None:
@@ -396,6 +418,11 @@ def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
             if not isinstance(node, str) or 0 < len(node.strip()) <= 80:
                 out.append(Leaf(path, tokens(key), around, node))
 
+    if isinstance(result, str) and result.lstrip()[:1] in ("{", "["):
+        try:  # a server that sends JSON as text, with no structured content: the path is into that JSON
+            result = json.loads(result)
+        except ValueError:
+            return out
     if isinstance(result, (dict, list)):
         walk(result, [], "", significant(tokens(tool)), 0)
     return out

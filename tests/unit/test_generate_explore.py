@@ -17,8 +17,9 @@ import pytest
 from ajet.config.loader import load_config
 from ajet.errors import GenerateError
 from ajet.generate.explore import explore_server
-from ajet.generate.explore_values import (ArgSpec, Leaf, arg_specs, description_values, feeds, hint_items,
-                                          schema_values, text_mentions, tokens)
+from ajet.generate.explore_values import (ArgSpec, Leaf, arg_specs, description_values, feeds, generic_values,
+                                          hint_items, hint_values, item_spec, leaves, schema_values, text_mentions,
+                                          tokens)
 from ajet.generate.files import read_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,7 +143,9 @@ async def test_shop_ids_are_discovered_and_plain_errors_dropped_with_their_reaso
     assert ("customer_notes", "empty_result") in reasons and ("slow_report", "timeout") in reasons
     assert set(report.no_working_call) == {"customer_notes", "slow_report"}
     assert "did not answer within" in report.no_working_call["slow_report"]
-    assert dict(report.dropped) == {"probe": 4, "error_result": 1, "empty_result": 2, "timeout": 1}
+    # Three regions to try, but a tool that timed out twice is not called again: nothing hangs.
+    assert dict(report.dropped) == {"probe": 4, "error_result": 1, "empty_result": 2, "timeout": 2}
+    assert [d["arguments"]["region"] for d in dropped if d["tool"] == "slow_report"] == ["north", "south"]
     # A result too large to show is cut the way the agent sees it, and the call is still kept.
     (catalog,) = [k for k in kept if k["tool"] == "catalog"]
     assert catalog["truncated"] is True
@@ -266,3 +269,18 @@ def test_schema_values_and_tool_description_lists():
 ])
 def test_result_values_feed_arguments_by_name(arg, kind, leaf, fits):
     assert feeds(ArgSpec(arg, {"type": kind}, kind, True), leaf) is fits
+
+
+def test_generic_objects_ranges_in_errors_and_json_text_results():
+    (query,) = arg_specs({"properties": {"q": {"type": "object", "required": ["kind", "n"], "properties": {
+        "kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}, "note": {"type": "string"}}}}})
+    assert [v.value for v in generic_values(query)] == [{"kind": "a", "n": 1}]
+    (limit,) = arg_specs({"properties": {"limit": {"type": "integer"}}})
+    assert [v.value for v in hint_values("limit must be between 1 and 50", limit)] == [1, 2, 25, 50]
+    assert [v.value for v in hint_values("no data for year 1; years available: 2019-2021", limit)] == [
+        2019, 2020, 2021]
+    # A server that sends JSON as text: its values are found all the same, the path is into that JSON.
+    found = leaves('{"customers": [{"id": "C-1"}]}', "find")
+    assert [(leaf.path, leaf.value) for leaf in found] == [(["customers", 0, "id"], "C-1")]
+    (ids,) = arg_specs({"properties": {"customer_ids": {"type": "array", "items": {"type": "string"}}}})
+    assert feeds(item_spec(ids), found[0]) and leaves("plain text", "find") == []

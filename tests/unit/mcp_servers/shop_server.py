@@ -9,7 +9,7 @@ schema, one returns nothing, one a result too large to show, and one never answe
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastmcp import FastMCP
 from pydantic import Field
@@ -69,10 +69,10 @@ def catalog() -> str:
 
 
 @mcp.tool
-async def slow_report() -> dict:
-    """A report that takes a minute."""
+async def slow_report(region: Literal["north", "south", "east"]) -> dict:
+    """A sales report for a region; it takes a minute."""
     await asyncio.sleep(60)
-    return {"report": "done"}
+    return {"region": region, "report": "done"}
 
 
 if __name__ == "__main__":
