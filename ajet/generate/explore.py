@@ -85,12 +85,16 @@ def error_pattern(error: str) -> str:
     return text[:120]
 
 
+def _timed_out(error: Any) -> bool:
+    return "did not answer within" in str(error or "")  # call_tool's words for its timeout
+
+
 def drop_reason(outcome: Any, probed: list[str]) -> str:
     """The category of a failed (or probe) call, counted in the report."""
     if probed:
         return "probe" if outcome.error is not None else "probe_accepted"
     error = outcome.error or ""
-    if "did not answer within" in error:
+    if _timed_out(error):
         return "timeout"
     if outcome.result is None:  # the server flagged an error, or the call raised
         return "invalid_arguments" if "validation error" in error.casefold() else "tool_error"
@@ -183,7 +187,7 @@ class Explorer:
         for row in self.dropped.existing:
             tool = self.by_name.get(row.get("tool"))
             self._seen(row)
-            self.timeouts[str(row.get("tool"))] += row.get("reason") == "timeout"
+            self.timeouts[str(row.get("tool"))] += _timed_out(row.get("error"))
             probed = list(row.get("probe") or [])
             self.probed.update((str(row.get("tool")), arg) for arg in probed)
             if tool is not None and row.get("reason") == "probe_accepted":
@@ -232,7 +236,7 @@ class Explorer:
             self.learn_result(call_id, tool.name, outcome.result)
             return True
         reason = drop_reason(outcome, probed)
-        self.timeouts[tool.name] += "did not answer within" in (outcome.error or "")
+        self.timeouts[tool.name] += _timed_out(outcome.error)
         row = {"tool": tool.name, "arguments": arguments, "reason": reason, "error": outcome.error}
         if probed:
             row["probe"] = probed

@@ -151,6 +151,10 @@ async def test_shop_ids_are_discovered_and_plain_errors_dropped_with_their_reaso
     assert catalog["truncated"] is True
     assert "[truncated: 20,000 characters, showing the first 8,000]" in catalog["content"]
     assert not {key(d) for d in dropped} & {key(k) for k in kept}
+    # Resumed: nothing runs again (not the slow tool either), and the report still names the tools.
+    again = await explore_server(cfg, out)
+    assert again.calls == 0 and again.resumed == len(kept) and rows_of(out) == (kept, dropped)
+    assert set(again.no_working_call) == {"customer_notes", "slow_report"}
 
 
 def test_a_server_that_refuses_every_call_is_a_clear_error_through_the_cli(tmp_path):
