@@ -14,7 +14,8 @@ other tools in the next calls (list_customers -> get_orders(customer_id) -> get_
 Kept calls go to `--out`, one per line (`docs/mcp_pipeline.md`, "Explore the server"):
 
     {"id": "c0007", "tool", "arguments", "content", "result", "origin": {arg: source},
-     "inputs_from": [{"argument", "call", "path"}], "truncated": true (only when the content was cut)}
+     "inputs_from": [{"argument", "call", "path"}], "truncated": true (only when the content was cut),
+     "not_shown": N (only when N content blocks are placeholders: an image, audio, a binary file)}
 
 failed ones to `<out>.dropped.jsonl` with {"tool", "arguments", "reason", "error"}. An existing
 `--out` is resumed: its calls and the dropped ones are not run again, and their results and errors
@@ -230,6 +231,8 @@ class Explorer:
                    "result": outcome.result, "origin": origin, "inputs_from": inputs_from}
             if outcome.truncated:
                 row["truncated"] = True
+            if outcome.not_shown:  # an image, audio or binary block the model sees as a placeholder only
+                row["not_shown"] = outcome.not_shown
             self.kept.write(row)
             self.report.kept += 1
             self.report.per_tool[tool.name] += 1

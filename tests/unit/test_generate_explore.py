@@ -275,6 +275,18 @@ def test_result_values_feed_arguments_by_name(arg, kind, leaf, fits):
     assert feeds(ArgSpec(arg, {"type": kind}, kind, True), leaf) is fits
 
 
+async def test_odd_results_are_kept_and_marked_or_dropped(tmp_path):
+    out = tmp_path / "calls.jsonl"
+    report = await explore_server(load_config(server_yaml(tmp_path, SHOP.with_name("odd_results_server.py"))), out)
+    kept, dropped = rows_of(out)
+    marks = {k["tool"]: (k.get("truncated"), k.get("not_shown")) for k in kept}
+    assert marks == {"huge_report": (True, None), "product_photo": (None, 1), "voice_note": (None, 1),
+                     "manual_pdf": (None, 1)}
+    assert {(d["tool"], d["reason"]) for d in dropped} == {
+        ("stock_of", "probe"), ("stock_of", "error_result"), ("nothing", "empty_result")}
+    assert set(report.no_working_call) == {"stock_of", "nothing"}
+
+
 def test_generic_objects_ranges_in_errors_and_json_text_results():
     (query,) = arg_specs({"properties": {"q": {"type": "object", "required": ["kind", "n"], "properties": {
         "kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}, "note": {"type": "string"}}}}})
