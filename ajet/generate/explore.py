@@ -118,6 +118,7 @@ class Explorer:
         self.count: Counter = Counter()  # calls per tool, working or not
         self.errors: dict[str, Counter] = defaultdict(Counter)
         self.timeouts: Counter = Counter()
+        self.probes: Counter = Counter()  # probe calls per tool
         self.blocked: dict[str, str] = {}
         self.free_text: set[tuple[str, str]] = set()
         self.probed: set[tuple[str, str]] = set()
@@ -191,6 +192,7 @@ class Explorer:
             self.timeouts[str(row.get("tool"))] += _timed_out(row.get("error"))
             probed = list(row.get("probe") or [])
             self.probed.update((str(row.get("tool")), arg) for arg in probed)
+            self.probes[str(row.get("tool"))] += bool(probed)
             if tool is not None and row.get("reason") == "probe_accepted":
                 self.free_text.update((tool.name, arg) for arg in probed)
             elif tool is not None and row.get("error"):
@@ -218,6 +220,7 @@ class Explorer:
 
         probed = probed or []
         self.probed.update((tool.name, arg) for arg in probed)
+        self.probes[tool.name] += bool(probed)
         self.tried.add(value_key([tool.name, arguments]))
         self.count[tool.name] += 1
         self.report.calls += 1
@@ -321,8 +324,9 @@ class Explorer:
         for r in range(rounds):
             ran, limited = 0, False
             for tool in self.tools:
-                allowance = min(math.ceil(per_tool * (r + 1) / rounds), per_tool) - self.count[tool.name]
-                allowance = min(allowance, self.budget_left())
+                # probes do not eat into a pass's share, only into the tool's and the run's budget
+                share = math.ceil(per_tool * (r + 1) / rounds) - (self.count[tool.name] - self.probes[tool.name])
+                allowance = min(share, per_tool - self.count[tool.name], self.budget_left())
                 if allowance <= 0:
                     limited = limited or self.count[tool.name] < per_tool
                     continue
@@ -361,7 +365,9 @@ def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str,
             match = next((v for v in pool if other != arg and isinstance(v.value, str)
                           and v.value.casefold() in words), None)
             if match is not None:
-                return {**combo, other: match}
+                # a third argument holding that value gets the replaced one: MMBtu -> MMBtu is no conversion
+                return {a: match if a == other else combo[other] if v.value == match.value and a != arg else v
+                        for a, v in combo.items()}
     return combo
 
 

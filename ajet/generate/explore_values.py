@@ -8,7 +8,8 @@
     error_hint       error messages: "unknown city 'x'; known citys: Houston, Dallas, ..."
     graph            a value an earlier result returned under a matching key (customer_id <- the id
                      of a customer; price <- price_usd_per_mmbtu)
-    generic          numbers with no hint (1, 2.5, 10, 100), formats (a date, an email)
+    generic          numbers with no hint (1, 2.5, 10, 100), formats (a date, an email), plain values
+                     for common names (city: Boston, country: France)
 
 Every function here is pure: text and schemas in, values out. `explore.py` runs the calls.
 """
@@ -36,6 +37,14 @@ _HINT_COLON = re.compile(r"\b(?:known|valid|available|allowed|supported|accepted
 _HINT_BARE = re.compile(r"\b(?:one of|should be|must be|choose from|expected|valid values are|try)\s+([^:;\n]+)",
                         re.IGNORECASE)
 _GENERIC_NUMBERS = {"integer": [1, 2, 10, 100], "number": [1, 2.5, 10, 100]}
+# Plain values for common argument names, the most specific word first: the last resort for a
+# free-text argument that the server accepts anything for, or that no other source names.
+_NAMED = {"email": "alice@example.com", "username": "alice", "user": "alice", "first": "Alice", "last": "Smith",
+          "name": "Alice", "city": "Boston", "town": "Boston", "place": "Boston", "location": "Boston",
+          "address": "1 Main Street, Boston", "county": "Cook County", "state": "Texas", "country": "France",
+          "region": "Europe", "language": "en", "lang": "en", "locale": "en-US", "currency": "USD",
+          "ticker": "AAPL", "symbol": "AAPL", "date": "2024-01-15", "day": "2024-01-15", "time": "12:00",
+          "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue"}
 _FORMATS = {"date": "2024-01-15", "date-time": "2024-01-15T12:00:00Z", "time": "12:00:00", "email": "user@example.com",
             "uri": "https://example.com", "url": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000001"}
 
@@ -226,13 +235,18 @@ def in_range(low: float, high: float, kind: str | None) -> list[float]:
 
 
 def generic_values(spec: ArgSpec) -> list[Value]:
-    """The last resort: a few plain numbers, a value of the string's declared format, an empty list, an
-    object of its required properties' first candidates."""
+    """The last resort: a few plain numbers, a value of the string's declared format or a plain one for
+    a common name (city: Boston, email, date), an empty list, an object of its required properties'
+    first candidates."""
     if spec.type in _GENERIC_NUMBERS:
         return [Value(v, "generic") for v in _GENERIC_NUMBERS[spec.type]]
     fmt = spec.schema.get("format")
     if spec.type == "string" and fmt in _FORMATS:
         return [Value(_FORMATS[fmt], "generic")]
+    if spec.type in ("string", None):
+        words = tokens(spec.name)
+        named = next((value for word, value in _NAMED.items() if word in words), None)
+        return [Value(named, "generic")] if named else []
     if spec.type == "array":
         return [Value([], "generic")]
     if spec.type == "object":
