@@ -287,6 +287,18 @@ async def test_odd_results_are_kept_and_marked_or_dropped(tmp_path):
     assert set(report.no_working_call) == {"stock_of", "nothing"}
 
 
+async def test_a_server_that_accepts_any_text_gets_plain_values_for_common_names(tmp_path):
+    # 60 tools whose `city` / `state` / `country` / `county` take anything: no error names a valid value
+    out = tmp_path / "calls.jsonl"
+    report = await explore_server(load_config(server_yaml(tmp_path, SHOP.with_name("many_tools_server.py"))), out)
+    kept, dropped = rows_of(out)
+    assert report.no_working_call == {} and len(report.per_tool) == 60
+    assert {d["reason"] for d in dropped} == {"probe_accepted"}
+    by_scope = {k["tool"].rsplit("_", 1)[1]: k["arguments"] for k in kept if "date" not in k["arguments"]}
+    assert by_scope == {"city": {"city": "Boston"}, "state": {"state": "Texas"}, "country": {"country": "France"},
+                        "county": {"county": "Cook County"}}
+
+
 def test_generic_objects_ranges_in_errors_and_json_text_results():
     (query,) = arg_specs({"properties": {"q": {"type": "object", "required": ["kind", "n"], "properties": {
         "kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}, "note": {"type": "string"}}}}})
