@@ -40,7 +40,7 @@ from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
 from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
                                           generic_values, hint_values, hinted_arguments, item_spec, leaves,
-                                          schema_values, value_key)
+                                          probe_value, schema_values, value_key)
 from ajet.generate.files import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
@@ -119,6 +119,7 @@ class Explorer:
         self.errors: dict[str, Counter] = defaultdict(Counter)
         self.timeouts: Counter = Counter()
         self.probes: Counter = Counter()  # probe calls per tool
+        self.probe_errors: dict[tuple[str, str], str] = {}
         self.blocked: dict[str, str] = {}
         self.free_text: set[tuple[str, str]] = set()
         self.probed: set[tuple[str, str]] = set()
@@ -196,6 +197,7 @@ class Explorer:
             if tool is not None and row.get("reason") == "probe_accepted":
                 self.free_text.update((tool.name, arg) for arg in probed)
             elif tool is not None and row.get("error"):
+                self.probe_errors.update({(tool.name, arg): str(row["error"]) for arg in probed})
                 self.learn_error(tool, row.get("arguments") or {}, str(row["error"]), probed)
                 if not probed:
                     self.errors[tool.name][error_pattern(row["error"])] += 1
@@ -249,6 +251,7 @@ class Explorer:
         self.dropped.write(row)
         self.report.dropped[reason] += 1
         if outcome.error is not None:
+            self.probe_errors.update({(tool.name, arg): outcome.error for arg in probed})
             self.learn_error(tool, arguments, outcome.error, probed)
             if not probed:
                 self.errors[tool.name][error_pattern(outcome.error)] += 1
@@ -266,14 +269,14 @@ class Explorer:
                 if spec.type not in ("string", None) or spec.schema.get("enum") or "const" in spec.schema \
                         or (tool.name, spec.name) in self.probed:
                     continue
-                arguments = {spec.name: f"zz-{spec.name}-probe"}
+                arguments = {spec.name: probe_value(spec.name)}
                 for other in tool.specs:
                     if other.required and other.name != spec.name:
                         pool = self.pool(tool, other)
                         if pool:
                             arguments[other.name] = pool[0].value
                         elif other.type in ("string", None):
-                            arguments[other.name] = f"zz-{other.name}-probe"
+                            arguments[other.name] = probe_value(other.name)
                 if all(s.name in arguments for s in tool.specs if s.required) and self.budget_left() > 0 \
                         and value_key([tool.name, arguments]) not in self.tried:
                     await self.run(client, tool, arguments, {}, [], probed=[spec.name])
@@ -287,7 +290,9 @@ class Explorer:
         for spec in tool.specs:
             pool = self.pool(tool, spec)
             if spec.required and not pool:
-                self.blocked[tool.name] = f"no value found for its argument {spec.name!r}"
+                probe = self.probe_errors.get((tool.name, spec.name))
+                self.blocked[tool.name] = f"no value found for its argument {spec.name!r}" + (
+                    f" (its probe got: {error_pattern(probe)!r})" if probe else "")
                 return []
             pools[spec.name] = pool if spec.required else [_OMIT, *pool]
         self.blocked.pop(tool.name, None)

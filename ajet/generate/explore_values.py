@@ -370,17 +370,22 @@ def hint_items(message: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def probe_value(name: str) -> str:
+    """The value a probe sends: no server knows it, and an error that quotes it names the argument."""
+    return f"zz-{name}-probe"
+
+
 def hinted_arguments(message: str, arguments: dict[str, Any], specs: list[ArgSpec], probed: list[str]) -> list[ArgSpec]:
-    """Which arguments an error message is about: the probed ones whose value it quotes (or all probed),
-    else those whose value or name it mentions, else the only argument."""
+    """Which arguments an error message is about: those whose probe value it quotes, else the probed
+    ones, else those whose value or name it mentions, else the only argument."""
     by_name = {s.name: s for s in specs}
     text = message.casefold()
-    quoted = [n for n in arguments if isinstance(arguments[n], str) and len(arguments[n]) > 1
+    quoted = [n for n in arguments if n in by_name and isinstance(arguments[n], str) and len(arguments[n]) > 1
               and arguments[n].casefold() in text]
-    if probed:
-        return [by_name[n] for n in (quoted if set(quoted) & set(probed) else probed) if n in by_name]
-    if quoted:
-        return [by_name[n] for n in quoted if n in by_name]
+    probes = [n for n in quoted if arguments[n] == probe_value(n)]
+    for names in (probes, [n for n in probed if n in by_name], quoted):
+        if names:
+            return [by_name[n] for n in names]
     message_words = tokens(message)
     named = [s for s in specs if significant(tokens(s.name)) & message_words]
     if named:

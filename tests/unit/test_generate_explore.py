@@ -18,8 +18,8 @@ from ajet.config.loader import load_config
 from ajet.errors import GenerateError
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import (ArgSpec, Leaf, arg_specs, description_values, feeds, generic_values,
-                                          hint_items, hint_values, item_spec, leaves, schema_values, text_mentions,
-                                          tokens)
+                                          hint_items, hint_values, hinted_arguments, item_spec, leaves,
+                                          probe_value, schema_values, text_mentions, tokens)
 from ajet.generate.files import read_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -312,3 +312,16 @@ def test_generic_objects_ranges_in_errors_and_json_text_results():
     assert [(leaf.path, leaf.value) for leaf in found] == [(["customers", 0, "id"], "C-1")]
     (ids,) = arg_specs({"properties": {"customer_ids": {"type": "array", "items": {"type": "string"}}}})
     assert feeds(item_spec(ids), found[0]) and leaves("plain text", "find") == []
+
+
+def test_an_error_is_about_the_argument_whose_probe_value_it_quotes():
+    specs = arg_specs({"properties": {"city_a": {"type": "string"}, "city_b": {"type": "string"},
+                                      "unit": {"type": "string"}}})
+    both = {"city_a": probe_value("city_a"), "city_b": probe_value("city_b")}
+    message = f"unknown city '{probe_value('city_b')}'; known citys: Boston, Dallas"
+    assert [s.name for s in hinted_arguments(message, both, specs, ["city_a"])] == ["city_b"]
+    one = {"city_a": probe_value("city_a"), "city_b": "Boston"}  # Boston is in the list, not the culprit
+    assert [s.name for s in hinted_arguments(message.replace("city_b", "city_a"), one, specs, ["city_a"])] == [
+        "city_a"]
+    assert [s.name for s in hinted_arguments("unknown unit 'x'; units: kWh", {"unit": "x"}, specs, [])] == ["unit"]
+    assert [s.name for s in hinted_arguments("bad unit; valid: kWh, GJ", {"unit": "y"}, specs, [])] == ["unit"]
