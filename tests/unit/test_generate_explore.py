@@ -114,7 +114,7 @@ async def test_energy_resume_runs_nothing_twice(tmp_path):
 
 async def test_shop_ids_are_discovered_and_plain_errors_dropped_with_their_reason(tmp_path):
     out = tmp_path / "calls.jsonl"
-    cfg = load_config(server_yaml(tmp_path, SHOP), ["generate.explore.call_timeout_s=0.5"])
+    cfg = load_config(server_yaml(tmp_path, SHOP), ["generate.explore.call_timeout_s=1.5"])
     report = await explore_server(cfg, out)
     kept, dropped = rows_of(out)
     by_id = {k["id"]: k for k in kept}
