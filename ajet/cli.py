@@ -6,7 +6,7 @@
     ajet serve --model M [--host 127.0.0.1] [--port 8000] [--max-tokens 512] ...
     ajet export --checkpoint PATH --out DIR [--merge]
     ajet setup BACKBONE [--force] [--python P]
-    ajet generate {tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
+    ajet generate {explore,tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
     ajet eval --benchmark bfcl --model M [--categories simple_python,multiple]
     ajet export --checkpoint PATH --out DIR --gguf q8_0   |   ajet export --verify DIR
     ajet bench --endpoint URL --model M
@@ -46,7 +46,7 @@ commands:
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter, a merged model or GGUF
   ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
-  ajet generate tasks|demos ...    tasks and teacher demonstrations from an MCP server
+  ajet generate explore|tasks|demos  a call bank, tasks and demonstrations from an MCP server
   ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
   ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations

@@ -1,4 +1,4 @@
-"""The `generate:` section: what `ajet generate tasks` and `ajet generate demos` read.
+"""The `generate:` section: what `ajet generate explore`, `tasks` and `demos` read.
 
 The question writer and the teacher are any OpenAI-compatible chat endpoint, or `self`: the run's
 own model (`model.path`) served in this process, whose tool calls the gateway constrains to the
@@ -72,6 +72,24 @@ class GenerateDemosConfig(_Section):
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")
 
 
+class GenerateExploreConfig(_Section):
+    max_calls: int = Field(400, ge=1, description="Most calls `ajet generate explore` runs in all (working or "
+                           "not, probes included, the calls already in a resumed --out and its dropped file too).")
+    max_calls_per_tool: int = Field(40, ge=1, description="Most calls per tool, spread over the rounds.")
+    rounds: int = Field(4, ge=1, description="Passes over the tools. Each pass can use the values earlier results "
+                        "returned (an id listed by one tool feeds another's argument), so a chain of N tools needs "
+                        "N passes; exploration stops early when a pass has nothing new to run.")
+    max_values_per_argument: int = Field(30, ge=1, description="Most candidate values tried per argument, the "
+                                         "most trusted first (schema, description, error messages, earlier "
+                                         "results, generic numbers).")
+    probe: bool = Field(True, description="Call each free-text argument once with a value no server knows, to read "
+                        "the valid ones from the error ('unknown city ...; known cities: ...'). Probe calls are "
+                        "never kept; they are counted in the dropped file as probe or probe_accepted.")
+    call_timeout_s: float | None = Field(None, gt=0, description="A call running longer is dropped (reason "
+                                         "timeout). None: workflow_args.tool_timeout_s, else 30.")
+    seed: int = Field(0, description="Seed of the sampled argument combinations.")
+
+
 class GenerateConfig(_Section):
     teacher: Literal["self"] | TeacherConfig = Field(
         "self", description="Who answers the tasks for `ajet generate demos`: an endpoint {base_url, model, "
@@ -85,5 +103,7 @@ class GenerateConfig(_Section):
                                      "or teacher (self has none: the local model answers when it is done).")
     max_retries: int = Field(2, ge=0, description="Extra attempts after an endpoint's timeout, HTTP 429/5xx or "
                              "connection error.")
+    explore: GenerateExploreConfig = Field(default_factory=GenerateExploreConfig,
+                                           description="`ajet generate explore`.")
     tasks: GenerateTasksConfig = Field(default_factory=GenerateTasksConfig, description="`ajet generate tasks`.")
     demos: GenerateDemosConfig = Field(default_factory=GenerateDemosConfig, description="`ajet generate demos`.")

@@ -1,5 +1,6 @@
 """`ajet generate`: from an MCP server to training data.
 
+    ajet generate explore --conf X.yaml --out calls.jsonl          calls that really work (no model)
     ajet generate tasks --conf X.yaml -n 200 --out tasks.jsonl     questions written from the tool list
     ajet generate demos --conf X.yaml --tasks tasks.jsonl --out sft.jsonl   teacher episodes, filtered
 

@@ -1,5 +1,6 @@
-"""The `ajet generate` command line: `tasks` and `demos`, each with the config options of `ajet`.
+"""The `ajet generate` command line: `explore`, `tasks` and `demos`, each with the config options of `ajet`.
 
+    ajet generate explore --conf X.yaml --out calls.jsonl [--fresh] [key=value ...]
     ajet generate tasks --conf X.yaml -n 200 --out tasks.jsonl [--teacher self] [key=value ...]
     ajet generate tasks --conf X.yaml -n 300 --from-calls calls.jsonl --out tasks.jsonl   # call-first
     ajet generate demos --conf X.yaml [--tasks tasks.jsonl] --out sft.jsonl [--teacher self]
@@ -23,22 +24,26 @@ from rich.table import Table
 _OVERRIDES_HELP = "config overrides in Hydra's grammar, e.g. generate.tasks.per_request=3 model.path=tiny-random"
 
 
-def _parser(kind: str, description: str) -> argparse.ArgumentParser:
+def _parser(kind: str, description: str, teacher: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"ajet generate {kind}", description=description)
     parser.add_argument("--conf", metavar="YAML", required=True, help="the run's config (names the MCP server in "
                         "workflow_args.server, and generate.teacher)")
     parser.add_argument("--out", metavar="JSONL", required=True, help="file to write; an existing one is resumed")
-    parser.add_argument("--teacher", metavar="self", choices=["self"],
-                        help="use the run's own model as question writer and teacher (generate.teacher=self)")
+    if teacher:
+        parser.add_argument("--teacher", metavar="self", choices=["self"],
+                            help="use the run's own model as question writer and teacher (generate.teacher=self)")
     parser.add_argument("--fresh", action="store_true", help="start over: delete --out and its .dropped.jsonl first")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=_OVERRIDES_HELP)
     return parser
 
 
 def main(argv: list[str]) -> int:
-    """`ajet generate {tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    """`ajet generate {explore,tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    if argv and argv[0] == "explore":
+        return _explore(argv[1:])
     if not argv or argv[0] not in ("tasks", "demos"):
-        sys.stderr.write("usage: ajet generate {tasks,demos} --conf X.yaml --out FILE [...]\n"
+        sys.stderr.write("usage: ajet generate {explore,tasks,demos} --conf X.yaml --out FILE [...]\n"
+                         "  explore write a bank of calls that really work on the MCP server (calls.jsonl)\n"
                          "  tasks   write questions for the MCP server's tools (-n N)\n"
                          "  demos   run the teacher on a tasks file and keep the good episodes as SFT rows\n")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
@@ -79,6 +84,35 @@ def main(argv: list[str]) -> int:
         tasks = Path(args.tasks).resolve() if args.tasks else None
         report = asyncio.run(generate_demos(cfg, tasks, out, fresh=args.fresh)).to_dict()
     _print(kind, report, out)
+    return 0
+
+
+def _explore(argv: list[str]) -> int:
+    """`ajet generate explore`: no model is involved, only the MCP server."""
+    parser = _parser("explore", "Call the MCP server's tools and keep the calls that really work (the call bank).",
+                     teacher=False)
+    args = parser.parse_intermixed_args(argv)
+    from ajet.config.loader import load_config
+    from ajet.generate.explore import explore_server
+
+    cfg = load_config(args.conf, list(args.overrides))
+    out = Path(args.out).resolve()
+    report = asyncio.run(explore_server(cfg, out, fresh=args.fresh)).to_dict()
+    table = Table(title="ajet generate explore", show_header=True, header_style="bold")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    for key in ("tools", "kept", "resumed", "calls", "wall_s"):
+        table.add_row(key, str(report[key]))
+    for reason, count in sorted(report["dropped"].items(), key=lambda kv: -kv[1]):
+        table.add_row(f"dropped: {reason}", str(count))
+    for tool, count in report["per_tool"].items():
+        table.add_row(f"kept: {tool}", str(count))
+    for tool, why in report["no_working_call"].items():
+        table.add_row(f"no working call: {tool}", why)
+    console = Console()
+    console.print(table)
+    console.print(f"wrote {out} (failed calls and reasons: {out.name}.dropped.jsonl)")
+    console.print(json.dumps(report), soft_wrap=True)  # one line, for scripts
     return 0
 
 

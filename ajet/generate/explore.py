@@ -1,0 +1,419 @@
+"""`ajet generate explore`: a bank of tool calls that really work, found by calling the server.
+
+For every tool, argument values come from the schema, the descriptions, the server's error messages
+and the results of earlier calls (`ajet.generate.explore_values` lists the sources, most trusted
+first). First each free-text argument is probed once with a value no server knows, so that errors
+like "unknown city 'zz'; known citys: Houston, Dallas, ..." give the valid values. Then, in
+`generate.explore.rounds` passes over the tools, combinations of candidate values are sampled (every
+value tried at least once, the rest at random with `seed`; the same call never runs twice) and run
+with `ajet.workflows.mcp_client.call_tool`, so `content` is exactly what the agent would see. A call
+is kept only when it returned a real result (not an MCP error, a timeout, `{"error": ...}`,
+"Error: ..." or nothing: `ajet.tool_results`); the values a kept result holds feed the arguments of
+other tools in the next calls (list_customers -> get_orders(customer_id) -> get_order(order_id)).
+
+Kept calls go to `--out`, one per line (`docs/mcp_pipeline.md`, "Explore the server"):
+
+    {"id": "c0007", "tool", "arguments", "content", "result", "origin": {arg: source},
+     "inputs_from": [{"argument", "call", "path"}], "truncated": true (only when the content was cut),
+     "not_shown": N (only when N content blocks are placeholders: an image, audio, a binary file)}
+
+failed ones to `<out>.dropped.jsonl` with {"tool", "arguments", "reason", "error"}. An existing
+`--out` is resumed: its calls and the dropped ones are not run again, and their results and errors
+feed the values as if they had just run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import re
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ajet.config.schema import AjetConfig
+from ajet.errors import GenerateError
+from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
+                                          generic_values, hint_values, hinted_arguments, item_spec, leaves,
+                                          probe_value, schema_values, value_key)
+from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.generate.server import server_of
+from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
+
+console = Console()
+
+_OMIT = Value(None, "omitted")  # an optional argument left out of a call
+_RANK = {origin: i for i, origin in enumerate(ORIGINS)}
+_LOOSE_MAX = 40  # string values kept for free-text arguments that accept anything
+_MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
+
+
+@dataclass
+class ExploreReport:
+    """What `ajet generate explore` did: calls kept, run, dropped by reason, kept per tool, and the
+    tools left without a working call (with why)."""
+
+    tools: int = 0
+    kept: int = 0
+    resumed: int = 0
+    calls: int = 0
+    wall_s: float = 0.0
+    dropped: Counter = field(default_factory=Counter)
+    per_tool: Counter = field(default_factory=Counter)
+    no_working_call: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tools": self.tools, "kept": self.kept, "resumed": self.resumed, "calls": self.calls,
+                "wall_s": round(self.wall_s, 2), "dropped": dict(self.dropped), "per_tool": dict(self.per_tool),
+                "no_working_call": dict(self.no_working_call)}
+
+
+@dataclass
+class _Tool:
+    name: str
+    description: str
+    specs: list[ArgSpec]
+
+
+def error_pattern(error: str) -> str:
+    """An error message with its quoted values and numbers blanked, so equal errors count together."""
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|-?\d+(?:\.\d+)?", "…", " ".join(str(error).split()))
+    return text[:120]
+
+
+def _timed_out(error: Any) -> bool:
+    return "did not answer within" in str(error or "")  # call_tool's words for its timeout
+
+
+def drop_reason(outcome: Any, probed: list[str]) -> str:
+    """The category of a failed (or probe) call, counted in the report."""
+    if probed:
+        return "probe" if outcome.error is not None else "probe_accepted"
+    error = outcome.error or ""
+    if _timed_out(error):
+        return "timeout"
+    if outcome.result is None:  # the server flagged an error, or the call raised
+        return "invalid_arguments" if "validation error" in error.casefold() else "tool_error"
+    return "empty_result" if error == "empty result" else "error_result"
+
+
+class Explorer:
+    """The state of one exploration: candidate values per argument, the calls tried, the results."""
+
+    def __init__(self, tools: list[dict[str, Any]], cfg: AjetConfig, kept: JsonlAppender, dropped: JsonlAppender):
+        self.opts = cfg.generate.explore
+        self.tools = [_Tool(t["function"]["name"], t["function"].get("description") or "",
+                            arg_specs(t["function"].get("parameters"))) for t in tools]
+        self.by_name = {t.name: t for t in self.tools}
+        self.kept, self.dropped = kept, dropped
+        self.rng = random.Random(self.opts.seed)
+        self.pools: dict[tuple[str, str], dict[str, Value]] = defaultdict(dict)
+        self.used: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.tried: set[str] = set()
+        self.count: Counter = Counter()  # calls per tool, working or not
+        self.errors: dict[str, Counter] = defaultdict(Counter)
+        self.timeouts: Counter = Counter()
+        self.probes: Counter = Counter()  # probe calls per tool
+        self.probe_errors: dict[tuple[str, str], str] = {}
+        self.blocked: dict[str, str] = {}
+        self.free_text: set[tuple[str, str]] = set()
+        self.probed: set[tuple[str, str]] = set()
+        self.loose: dict[str, Value] = {}
+        self.next_id = 1
+        self.report = ExploreReport(tools=len(self.tools))
+        wargs = cfg.workflow_args
+        self.timeout_s = self.opts.call_timeout_s or float(wargs.get("tool_timeout_s") or 30.0)
+        self.max_chars = int(wargs.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS)
+        for tool in self.tools:
+            for spec in tool.specs:
+                found = schema_values(spec) + description_values(spec, tool.description, tool.specs)
+                self.add(tool.name, spec.name, found + generic_values(spec))
+
+    # ------------------------------------------------------------------ candidate values
+
+    def add(self, tool: str, arg: str, values: list[Value]) -> None:
+        pool = self.pools[(tool, arg)]
+        for value in values:
+            key = value_key(value.value)
+            old = pool.get(key)
+            if old is None or _RANK[value.origin] < _RANK[old.origin]:
+                pool[key] = value
+
+    def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
+        values = sorted(self.pools[(tool.name, spec.name)].values(), key=lambda v: _RANK[v.origin])
+        if any(v.origin != "generic" for v in values):
+            values = [v for v in values if v.origin != "generic"]  # 1, 2.5, 10, 100 only without a hint
+        if not values and (tool.name, spec.name) in self.free_text:
+            values = list(self.loose.values())
+        return values[: self.opts.max_values_per_argument]
+
+    def learn_result(self, call_id: str, tool_name: str, result: Any) -> None:
+        """Feed the values of a kept result to every argument they fit (and to free-text arguments)."""
+        found = leaves(result, tool_name)
+        for tool in self.tools:
+            for spec in tool.specs:
+                item = item_spec(spec)
+                if item is not None:  # customer_ids <- [a customer's id]
+                    fits = [Value([leaf.value], "graph", {"call": call_id, "path": leaf.path})
+                            for leaf in found if feeds(item, leaf)]
+                else:
+                    fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path})
+                            for leaf in found if feeds(spec, leaf)]
+                self.add(tool.name, spec.name, fits)
+        for leaf in found:
+            if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:
+                self.loose.setdefault(value_key(leaf.value), Value(leaf.value, "graph",
+                                                                    {"call": call_id, "path": leaf.path}))
+
+    def learn_error(self, tool: _Tool, arguments: dict[str, Any], error: str, probed: list[str]) -> None:
+        for spec in hinted_arguments(error, arguments, tool.specs, probed):
+            self.add(tool.name, spec.name, hint_values(error, spec))
+
+    # ------------------------------------------------------------------ resume
+
+    def resume(self) -> None:
+        """Count the calls already in both files and learn from them as if they had just run."""
+        for row in self.kept.existing:
+            tool = self.by_name.get(row.get("tool"))
+            self._seen(row)
+            if tool is not None:
+                self.learn_result(str(row.get("id")), tool.name, row.get("result"))
+                self.report.per_tool[tool.name] += 1
+            number = re.fullmatch(r"c(\d+)", str(row.get("id")))
+            if number:
+                self.next_id = max(self.next_id, int(number.group(1)) + 1)
+        for row in self.dropped.existing:
+            tool = self.by_name.get(row.get("tool"))
+            self._seen(row)
+            self.timeouts[str(row.get("tool"))] += _timed_out(row.get("error"))
+            probed = list(row.get("probe") or [])
+            self.probed.update((str(row.get("tool")), arg) for arg in probed)
+            self.probes[str(row.get("tool"))] += bool(probed)
+            if tool is not None and row.get("reason") == "probe_accepted":
+                self.free_text.update((tool.name, arg) for arg in probed)
+            elif tool is not None and row.get("error"):
+                self.probe_errors.update({(tool.name, arg): str(row["error"]) for arg in probed})
+                self.learn_error(tool, row.get("arguments") or {}, str(row["error"]), probed)
+                if not probed:
+                    self.errors[tool.name][error_pattern(row["error"])] += 1
+        self.report.resumed = len(self.kept.existing)
+
+    def _seen(self, row: dict[str, Any]) -> None:
+        name, arguments = str(row.get("tool")), row.get("arguments") or {}
+        self.tried.add(value_key([name, arguments]))
+        self.count[name] += 1
+        for arg, value in arguments.items():
+            self.used[(name, arg)].add(value_key(value))
+
+    # ------------------------------------------------------------------ running calls
+
+    def budget_left(self) -> int:
+        return self.opts.max_calls - sum(self.count.values())
+
+    async def run(self, client: Any, tool: _Tool, arguments: dict[str, Any], origin: dict[str, str],
+                  inputs_from: list[dict[str, Any]], probed: list[str] | None = None) -> bool:
+        """Run one call and file it; True when it was kept."""
+        from ajet.workflows.mcp_client import call_tool
+
+        probed = probed or []
+        self.probed.update((tool.name, arg) for arg in probed)
+        self.probes[tool.name] += bool(probed)
+        self.tried.add(value_key([tool.name, arguments]))
+        self.count[tool.name] += 1
+        self.report.calls += 1
+        for arg, value in arguments.items():
+            self.used[(tool.name, arg)].add(value_key(value))
+        outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+        if outcome.error is None and not probed:
+            call_id = f"c{self.next_id:04d}"
+            self.next_id += 1
+            row = {"id": call_id, "tool": tool.name, "arguments": arguments, "content": outcome.content,
+                   "result": outcome.result, "origin": origin, "inputs_from": inputs_from}
+            if outcome.truncated:
+                row["truncated"] = True
+            if outcome.not_shown:  # an image, audio or binary block the model sees as a placeholder only
+                row["not_shown"] = outcome.not_shown
+            self.kept.write(row)
+            self.report.kept += 1
+            self.report.per_tool[tool.name] += 1
+            self.learn_result(call_id, tool.name, outcome.result)
+            return True
+        reason = drop_reason(outcome, probed)
+        self.timeouts[tool.name] += _timed_out(outcome.error)
+        row = {"tool": tool.name, "arguments": arguments, "reason": reason, "error": outcome.error}
+        if probed:
+            row["probe"] = probed
+        self.dropped.write(row)
+        self.report.dropped[reason] += 1
+        if outcome.error is not None:
+            self.probe_errors.update({(tool.name, arg): outcome.error for arg in probed})
+            self.learn_error(tool, arguments, outcome.error, probed)
+            if not probed:
+                self.errors[tool.name][error_pattern(outcome.error)] += 1
+        else:
+            self.free_text.update((tool.name, arg) for arg in probed)
+        return False
+
+    async def probe(self, client: Any) -> None:
+        """Call each free-text argument once with a value no server knows, other required arguments
+        filled with their best candidate, and read the valid values from the error."""
+        for tool in self.tools:
+            for spec in tool.specs:
+                if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+                    break
+                if spec.type not in ("string", None) or spec.schema.get("enum") or "const" in spec.schema \
+                        or (tool.name, spec.name) in self.probed:
+                    continue
+                arguments = {spec.name: probe_value(spec.name)}
+                for other in tool.specs:
+                    if other.required and other.name != spec.name:
+                        pool = self.pool(tool, other)
+                        if pool:
+                            arguments[other.name] = pool[0].value
+                        elif other.type in ("string", None):
+                            arguments[other.name] = probe_value(other.name)
+                if all(s.name in arguments for s in tool.specs if s.required) and self.budget_left() > 0 \
+                        and value_key([tool.name, arguments]) not in self.tried:
+                    await self.run(client, tool, arguments, {}, [], probed=[spec.name])
+
+    def plan(self, tool: _Tool, allowance: int) -> list[tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]]:
+        """Up to `allowance` new calls: first every candidate value not tried yet, then random ones."""
+        if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+            self.blocked[tool.name] = f"timed out {self.timeouts[tool.name]} times; not called again"
+            return []
+        pools: dict[str, list[Value]] = {}
+        for spec in tool.specs:
+            pool = self.pool(tool, spec)
+            if spec.required and not pool:
+                probe = self.probe_errors.get((tool.name, spec.name))
+                self.blocked[tool.name] = f"no value found for its argument {spec.name!r}" + (
+                    f" (its probe got: {error_pattern(probe)!r})" if probe else "")
+                return []
+            pools[spec.name] = pool if spec.required else [_OMIT, *pool]
+        self.blocked.pop(tool.name, None)
+        combos: list[dict[str, Value]] = []
+        unused = {a: [v for v in pool if v is _OMIT or value_key(v.value) not in self.used[(tool.name, a)]]
+                  for a, pool in pools.items()}
+        unused = {a: u for a, u in unused.items() if any(v is not _OMIT for v in u)}
+        for i in range(max((len(u) for u in unused.values()), default=0)):
+            combos.append(_cohere({a: unused[a][(i + j) % len(unused[a])] if a in unused else self.rng.choice(pool)
+                                   for j, (a, pool) in enumerate(pools.items())}, pools))
+        for _ in range(20 * allowance):
+            combo = {a: self.rng.choice(pool) for a, pool in pools.items()}
+            texts = [v.value for v in combo.values() if isinstance(v.value, str)]
+            if len(set(texts)) == len(texts):  # compare Dallas with Dallas: a call, but not a question
+                combos.append(combo)
+        planned, keys = [], set()
+        for combo in combos:
+            arguments = {a: v.value for a, v in combo.items() if v is not _OMIT}
+            key = value_key([tool.name, arguments])
+            if key in self.tried or key in keys:
+                continue
+            keys.add(key)
+            origin = {a: v.origin for a, v in combo.items() if v is not _OMIT}
+            inputs = [{"argument": a, **v.source} for a, v in combo.items() if v is not _OMIT and v.source]
+            planned.append((arguments, origin, inputs))
+            if len(planned) >= allowance:
+                break
+        return planned
+
+    async def explore(self, client: Any) -> None:
+        if self.opts.probe:
+            await self.probe(client)
+        per_tool, rounds = self.opts.max_calls_per_tool, self.opts.rounds
+        for r in range(rounds):
+            ran, limited = 0, False
+            for tool in self.tools:
+                # probes do not eat into a pass's share, only into the tool's and the run's budget
+                share = math.ceil(per_tool * (r + 1) / rounds) - (self.count[tool.name] - self.probes[tool.name])
+                allowance = min(share, per_tool - self.count[tool.name], self.budget_left())
+                if allowance <= 0:
+                    limited = limited or self.count[tool.name] < per_tool
+                    continue
+                for arguments, origin, inputs in self.plan(tool, allowance):
+                    if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
+                        break
+                    await self.run(client, tool, arguments, origin, inputs)
+                    ran += 1
+            console.print(f"round {r + 1}/{rounds}: {ran} calls, {self.report.kept + self.report.resumed} kept "
+                          f"in all, {sum(self.report.dropped.values())} dropped")
+            if (ran == 0 and not limited) or self.budget_left() <= 0:
+                break
+
+    def finish(self) -> None:
+        """Name the tools left without a working call, and why."""
+        for tool in self.tools:
+            if self.report.per_tool[tool.name]:
+                continue
+            if tool.name in self.blocked and not self.errors[tool.name]:
+                self.report.no_working_call[tool.name] = self.blocked[tool.name]
+            else:
+                common = _commonest(self.errors[tool.name], 1)
+                self.report.no_working_call[tool.name] = (f"{self.count[tool.name]} call(s) failed; commonest "
+                                                          f"error: {common}")
+
+
+def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str, Value]:
+    """A value taken from a result under a key that names a candidate of another argument brings that
+    candidate along: price <- price_usd_per_mmbtu sets from_unit MMBtu (the first such argument), so
+    the chain get_gas_price -> convert_price is one a user would ask for."""
+    for arg, value in combo.items():
+        if value.origin != "graph" or not value.source or not isinstance(value.source["path"][-1], str):
+            continue
+        words = set(re.split(r"[^a-z0-9]+", value.source["path"][-1].casefold()))
+        for other, pool in pools.items():
+            match = next((v for v in pool if other != arg and isinstance(v.value, str)
+                          and v.value.casefold() in words), None)
+            if match is not None:
+                # a third argument holding that value gets the replaced one: MMBtu -> MMBtu is no conversion
+                return {a: match if a == other else combo[other] if v.value == match.value and a != arg else v
+                        for a, v in combo.items()}
+    return combo
+
+
+def _commonest(errors: Counter, n: int) -> str:
+    return ", ".join(f"{pattern!r} ({count})" for pattern, count in errors.most_common(n)) or "none recorded"
+
+
+async def explore_server(cfg: AjetConfig, out: Path, *, fresh: bool = False) -> ExploreReport:
+    """Explore the config's MCP server and write the call bank to `out` (resuming from what is there).
+    Raises GenerateError when no call works, naming the tools and the commonest errors."""
+    from ajet.workflows.mcp_client import open_client, server_tools
+
+    started = time.monotonic()
+    server = server_of(cfg)
+    tools = await server_tools(server, cfg.base_dir)
+    with JsonlAppender(out, fresh) as kept, JsonlAppender(dropped_path(out), fresh) as dropped:
+        explorer = Explorer(tools, cfg, kept, dropped)
+        explorer.resume()
+        console.print(f"{len(tools)} tools on {server}; exploring up to {explorer.budget_left()} more calls "
+                      f"({explorer.report.resumed} kept calls already in {out})")
+        async with open_client(server, cfg.base_dir) as client:
+            # Exploring provokes errors on purpose, and each is in the dropped file: an in-memory
+            # server's own log lines (with tracebacks for plain exceptions) would only bury the progress.
+            server_log = logging.getLogger("fastmcp.server.server")
+            level = server_log.level
+            server_log.setLevel(logging.CRITICAL)
+            try:
+                await explorer.explore(client)
+            finally:
+                server_log.setLevel(level)
+        explorer.finish()
+    report = explorer.report
+    report.wall_s = time.monotonic() - started
+    if report.kept + report.resumed == 0:
+        every: Counter = Counter()
+        for errors in explorer.errors.values():
+            every.update(errors)
+        tried = ", ".join(f"{t.name} ({explorer.count[t.name]})" for t in explorer.tools)
+        raise GenerateError(
+            f"no call to the MCP server {server!r} worked: {sum(explorer.count.values())} call(s) to "
+            f"{len(tools)} tool(s) [{tried}] all failed; dropped: "
+            f"{', '.join(f'{k} {v}' for k, v in report.dropped.most_common())}; commonest errors: "
+            f"{_commonest(every, 3)}. Each call and its error is in {dropped_path(out)}")
+    return report

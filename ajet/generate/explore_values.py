@@ -1,0 +1,471 @@
+"""Where `ajet generate explore` finds argument values, most trusted first:
+
+    schema_enum      enum, const, a boolean's true/false
+    schema_default   default
+    schema_example   examples, and values inside minimum/maximum
+    description      the argument's description ("e.g. Boston", 'A-1001', "East, Midwest or Pacific",
+                     "2019 to 2023"), and the tool's ("Units: MMBtu, therm, kWh" feeds from_unit/to_unit)
+    error_hint       error messages: "unknown city 'x'; known citys: Houston, Dallas, ..."
+    graph            a value an earlier result returned under a matching key (customer_id <- the id
+                     of a customer; price <- price_usd_per_mmbtu)
+    generic          numbers with no hint (1, 2.5, 10, 100), formats (a date, an email), plain values
+                     for common names (city: Boston, country: France)
+
+Every function here is pure: text and schemas in, values out. `explore.py` runs the calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+ORIGINS = ("schema_enum", "schema_default", "schema_example", "description", "error_hint", "graph", "generic")
+
+_STOP = {"a", "b", "c", "x", "y", "z", "the", "of", "per", "from", "to", "in", "by", "for", "and", "or", "with",
+         "at", "on", "get", "list", "fetch", "find", "search", "show", "new", "old", "is", "an"}
+_EG = re.compile(r"\b(?:e\.\s?g\.|eg\.|for example|for instance|such as)\s*[,:]?\s*([^;)\n]*?)(?=[;)\n]|\.\s|\.$|$)",
+                 re.IGNORECASE)
+_QUOTED = re.compile(r"(?<![A-Za-z0-9])'([^'\n]{1,40})'(?![A-Za-z0-9])|\"([^\"\n]{1,40})\"|`([^`\n]{1,40})`")
+_NUM = r"-?\d+(?:\.\d+)?"
+_RANGE = re.compile(rf"(?<![\w.-])(?:between\s+({_NUM})\s+and\s+({_NUM})"
+                    rf"|({_NUM})\s*(?:to|through|–|-|\.\.)\s*({_NUM}))(?!\w|\.\d)", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<!\d)\.(?:\s+|$)|;|\n")
+_HINT_COLON = re.compile(r"\b(?:known|valid|available|allowed|supported|accepted|possible|expected|options|choices|"
+                         r"choose from|one of|try)\b[^:;.\n]{0,40}?:\s*([^;\n]+)", re.IGNORECASE)
+_HINT_BARE = re.compile(r"\b(?:one of|should be|must be|choose from|expected|valid values are|try)\s+([^:;\n]+)",
+                        re.IGNORECASE)
+_GENERIC_NUMBERS = {"integer": [1, 2, 10, 100], "number": [1, 2.5, 10, 100]}
+# Plain values for common argument names, the most specific word first: the last resort for a
+# free-text argument that the server accepts anything for, or that no other source names.
+_NAMED = {"email": "alice@example.com", "username": "alice", "user": "alice", "first": "Alice", "last": "Smith",
+          "name": "Alice", "city": "Boston", "town": "Boston", "place": "Boston", "location": "Boston",
+          "address": "1 Main Street, Boston", "county": "Cook County", "state": "Texas", "country": "France",
+          "region": "Europe", "language": "en", "lang": "en", "locale": "en-US", "currency": "USD",
+          "ticker": "AAPL", "symbol": "AAPL", "date": "2024-01-15", "day": "2024-01-15", "time": "12:00",
+          "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue"}
+_FORMATS = {"date": "2024-01-15", "date-time": "2024-01-15T12:00:00Z", "time": "12:00:00", "email": "user@example.com",
+            "uri": "https://example.com", "url": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000001"}
+
+
+@dataclass(frozen=True)
+class Value:
+    """One candidate value of an argument; `source` is {"call", "path"} for a value an earlier result
+    returned (origin graph)."""
+
+    value: Any
+    origin: str
+    source: dict[str, Any] | None = field(default=None, compare=False)
+
+
+def value_key(value: Any) -> str:
+    """A canonical text of a value or an arguments dict: equal values, equal keys."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+# ----------------------------------------------------------------------- names and types
+
+
+def tokens(name: str) -> set[str]:
+    """The words of an identifier or label, lower-cased and singular: 'customerIds' -> {customer, id}."""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name.replace("-", "_"))
+    out = set()
+    for word in (w.lower() for w in words):
+        if word == "ids":
+            word = "id"
+        elif word.endswith("ies") and len(word) > 4:
+            word = word[:-3] + "y"
+        elif word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+            word = word[:-1]
+        out.add(word)
+    return out
+
+
+def significant(words: set[str]) -> set[str]:
+    return {w for w in words if w not in _STOP and not w.isdigit()}
+
+
+@dataclass
+class ArgSpec:
+    """One argument of a tool: its resolved JSON schema, JSON type and whether it is required."""
+
+    name: str
+    schema: dict[str, Any]
+    type: str | None
+    required: bool
+
+    @property
+    def description(self) -> str:
+        return str(self.schema.get("description") or "")
+
+
+def arg_specs(parameters: dict[str, Any] | None) -> list[ArgSpec]:
+    """The arguments of an OpenAI function spec's `parameters`, `$ref`s and nullable `anyOf`s resolved."""
+    parameters = parameters or {}
+    defs = {**(parameters.get("definitions") or {}), **(parameters.get("$defs") or {})}
+    required = set(parameters.get("required") or [])
+    specs = []
+    for name, raw in (parameters.get("properties") or {}).items():
+        schema = _resolve(raw if isinstance(raw, dict) else {}, defs)
+        specs.append(ArgSpec(name, schema, _json_type(schema), name in required))
+    return specs
+
+
+def item_spec(spec: ArgSpec) -> ArgSpec | None:
+    """The schema of one item of an array argument, under the argument's name, or None."""
+    items = spec.schema.get("items") if spec.type == "array" else None
+    return ArgSpec(spec.name, items, _json_type(items), True) if isinstance(items, dict) else None
+
+
+def _resolve(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    if depth > 5:
+        return schema
+    if "$ref" in schema:
+        target = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = [_resolve(o, defs, depth + 1) for o in schema.get(key) or [] if isinstance(o, dict)]
+        options = [o for o in options if o.get("type") != "null"]
+        if options:
+            merged = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
+            for option in options:
+                for k, v in option.items():
+                    if k == "enum" and "enum" in merged:
+                        merged["enum"] = [*merged["enum"], *v]
+                    else:
+                        merged.setdefault(k, v)
+            schema = merged
+    if isinstance(schema.get("items"), dict):
+        schema = {**schema, "items": _resolve(schema["items"], defs, depth + 1)}
+    return schema
+
+
+def _json_type(schema: dict[str, Any]) -> str | None:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind is None and schema.get("enum"):
+        kind = {bool: "boolean", int: "integer", float: "number", str: "string"}.get(type(schema["enum"][0]))
+    return kind if isinstance(kind, str) else None
+
+
+def coerce(value: Any, kind: str | None) -> tuple[bool, Any]:
+    """`value` as the JSON type `kind` wants, and whether that worked ('2019' -> 2019 for an integer)."""
+    if kind is None:
+        return True, value
+    if kind == "string":
+        if isinstance(value, str):
+            return bool(value.strip()), value.strip()
+        return (True, str(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else (False, None)
+    if kind in ("integer", "number"):
+        if isinstance(value, bool):
+            return False, None
+        if isinstance(value, str) and re.fullmatch(_NUM, value.strip().replace(",", "")):
+            value = float(value.strip().replace(",", ""))
+        if isinstance(value, (int, float)):
+            if kind == "integer":
+                return (True, int(value)) if float(value).is_integer() else (False, None)
+            return True, int(value) if float(value).is_integer() else value
+        return False, None
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return True, value
+        text = str(value).strip().lower()
+        return (True, text == "true") if text in ("true", "false") else (False, None)
+    if kind == "array":
+        return (True, value) if isinstance(value, list) else (False, None)
+    if kind == "object":
+        return (True, value) if isinstance(value, dict) else (False, None)
+    return True, value
+
+
+def typed(values: list[Any], spec: ArgSpec, origin: str) -> list[Value]:
+    out = []
+    for raw in values:
+        ok, value = coerce(raw, spec.type)
+        if ok:
+            out.append(Value(value, origin))
+    return out
+
+
+# ----------------------------------------------------------------------- the schema
+
+
+def schema_values(spec: ArgSpec) -> list[Value]:
+    """enum / const / boolean, default, examples and in-range numbers of the argument's schema."""
+    schema = spec.schema
+    item = item_spec(spec)
+    if item is not None:
+        wrapped = [Value([v.value], v.origin) for v in schema_values(item) + description_values(item, "", [item])]
+        return typed([schema["default"]], spec, "schema_default") + wrapped if "default" in schema else wrapped
+    out = typed(list(schema.get("enum") or []), spec, "schema_enum")
+    if "const" in schema:
+        out += typed([schema["const"]], spec, "schema_enum")
+    if spec.type == "boolean" and not out:
+        out += [Value(True, "schema_enum"), Value(False, "schema_enum")]
+    if schema.get("default") is not None:
+        out += typed([schema["default"]], spec, "schema_default")
+    examples = schema.get("examples")
+    out += typed(list(examples) if isinstance(examples, list) else [], spec, "schema_example")
+    if "example" in schema:
+        out += typed([schema["example"]], spec, "schema_example")
+    if spec.type in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum"))
+        high = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if isinstance(low, (int, float)) or isinstance(high, (int, float)):
+            low = low if isinstance(low, (int, float)) else min(0, high - 10)
+            high = high if isinstance(high, (int, float)) else max(low + 10, 100)
+            strict = (low + (1 if spec.type == "integer" else 0.5) if "exclusiveMinimum" in schema else low,
+                      high - (1 if spec.type == "integer" else 0.5) if "exclusiveMaximum" in schema else high)
+            out += typed(in_range(*strict, spec.type), spec, "schema_example")
+    return out
+
+
+def in_range(low: float, high: float, kind: str | None) -> list[float]:
+    """A few values from low to high: every integer of a short range, else the ends and the middle."""
+    if high < low:
+        return []
+    if kind == "integer" and float(low).is_integer() and float(high).is_integer():
+        low, high = int(low), int(high)
+        if high - low <= 12:
+            return list(range(low, high + 1))
+        return [low, low + 1, (low + high) // 2, high]
+    return [low, round((low + high) / 2, 4), high]
+
+
+def generic_values(spec: ArgSpec) -> list[Value]:
+    """The last resort: a few plain numbers, a value of the string's declared format or a plain one for
+    a common name (city: Boston, email, date), an empty list, an object of its required properties'
+    first candidates."""
+    if spec.type in _GENERIC_NUMBERS:
+        return [Value(v, "generic") for v in _GENERIC_NUMBERS[spec.type]]
+    fmt = spec.schema.get("format")
+    if spec.type == "string" and fmt in _FORMATS:
+        return [Value(_FORMATS[fmt], "generic")]
+    if spec.type in ("string", None):
+        words = tokens(spec.name)
+        named = next((value for word, value in _NAMED.items() if word in words), None)
+        return [Value(named, "generic")] if named else []
+    if spec.type == "array":
+        return [Value([], "generic")]
+    if spec.type == "object":
+        inner_specs = arg_specs(spec.schema)
+        value = {}
+        for inner in (s for s in inner_specs if s.required):
+            found = schema_values(inner) + description_values(inner, "", inner_specs) + generic_values(inner)
+            if not found:
+                return []
+            value[inner.name] = found[0].value
+        return [Value(value, "generic")]
+    return []
+
+
+# ----------------------------------------------------------------------- descriptions
+
+
+@dataclass
+class Mention:
+    """Values a text names, with the words that introduce them (`label`: 'Units' in 'Units: kWh, GJ')."""
+
+    values: list[Any]
+    label: str
+    context: str
+    kind: str  # example | quoted | list | range
+
+
+def text_mentions(text: str) -> list[Mention]:
+    """The example values, quoted values, lists and numeric ranges a description names."""
+    found: list[Mention] = []
+    for m in _EG.finditer(text):
+        items = split_items(m.group(1), max_words=4)
+        if items:
+            found.append(Mention(items, "", text[:m.start()], "example"))
+    rest = _EG.sub(" ", text)
+    for m in _QUOTED.finditer(rest):
+        found.append(Mention([next(g for g in m.groups() if g is not None)], "", rest[:m.start()], "quoted"))
+    for m in _RANGE.finditer(rest):
+        low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        found.append(Mention([float(low), float(high)], "", rest[:m.start()], "range"))
+    for sentence in _SENTENCE.split(_QUOTED.sub(" ", rest)):
+        clauses = [(m.group(1), sentence[:m.start()]) for m in re.finditer(r"\(([^()]*)\)", sentence)]
+        clauses.append((re.sub(r"\([^()]*\)", " ", sentence), ""))
+        for body, before in clauses:
+            label, _, listed = body.rpartition(":") if ":" in body else ("", "", body)
+            items = _list_items(listed)
+            if items:
+                found.append(Mention(items, (label or before).strip(), (label or before), "list"))
+    return found
+
+
+def split_items(text: str, max_words: int) -> list[str]:
+    """'A, B or C' / "['a', 'b']" -> items, or [] when any item is too long to be a value."""
+    text = text.strip().strip("[](){}").strip().rstrip(".").strip()
+    parts = re.split(r"\s*,\s*(?:or\s+|and\s+)?|\s+or\s+|\s+and\s+|\s*\|\s*", text)
+    items = [p.strip().strip("'\"`").strip() for p in parts]
+    items = [i for i in items if i]
+    if not items or any(len(i.split()) > max_words or len(i) > 40 for i in items):
+        return []
+    return items
+
+
+def _list_items(text: str) -> list[str]:
+    items = split_items(text, max_words=3)
+    # three or more, or two joined by 'or': "Bcf and percent full" is a phrase, not a choice
+    if len(items) >= 3 or (len(items) == 2 and re.search(r"\sor\s", text)):
+        return items
+    return []
+
+
+def expand(values: list[Any], spec: ArgSpec, kind: str) -> list[Any]:
+    """A range's values for a numeric argument; other mentions as they are."""
+    if kind == "range":
+        return in_range(values[0], values[1], spec.type) if spec.type in ("integer", "number") else []
+    out: list[Any] = []
+    for value in values:
+        ranged = _RANGE.fullmatch(str(value).strip()) if spec.type in ("integer", "number") else None
+        if ranged:
+            low, high = (ranged.group(1), ranged.group(2)) if ranged.group(1) else (ranged.group(3), ranged.group(4))
+            out += in_range(float(low), float(high), spec.type)
+        else:
+            out.append(value)
+    return out
+
+
+def description_values(spec: ArgSpec, tool_description: str, all_specs: list[ArgSpec]) -> list[Value]:
+    """Values the argument's own description names, then those of the tool's description that are
+    about this argument: a list labelled with every word of the argument's name ('Units: ...' for
+    from_unit), or an example, quoted value or range after those words (or in a one-argument tool)."""
+    name_words = significant(tokens(spec.name)) or tokens(spec.name)
+    raw: list[Any] = []
+    for mention in text_mentions(spec.description):
+        raw += expand(mention.values, spec, mention.kind)
+    for mention in text_mentions(tool_description):
+        if mention.kind == "list":
+            about = name_words <= tokens(mention.label)
+        else:
+            about = name_words <= tokens(mention.context) or len(all_specs) == 1
+        if about:
+            raw += expand(mention.values, spec, mention.kind)
+    return typed(raw, spec, "description")
+
+
+# ----------------------------------------------------------------------- error messages
+
+
+def hint_items(message: str) -> list[str]:
+    """Valid values an error message lists: 'known citys: A, B', 'valid values: ...', "one of 'a', 'b'",
+    'years available: 2019-2023'."""
+    message = re.split(r"\s\[type=", message)[0]
+    found: list[str] = []
+    for m in _HINT_COLON.finditer(message):
+        found += split_items(m.group(1), max_words=4)
+    for m in _HINT_BARE.finditer(message):
+        body = m.group(1)
+        quoted = [next(g for g in q.groups() if g is not None) for q in _QUOTED.finditer(body)]
+        if quoted:
+            found += quoted
+        elif body.strip().startswith("["):
+            found += split_items(body, max_words=4)
+    return list(dict.fromkeys(found))
+
+
+def probe_value(name: str) -> str:
+    """The value a probe sends: no server knows it, and an error that quotes it names the argument."""
+    return f"zz-{name}-probe"
+
+
+def hinted_arguments(message: str, arguments: dict[str, Any], specs: list[ArgSpec], probed: list[str]) -> list[ArgSpec]:
+    """Which arguments an error message is about: those whose probe value it quotes, else the probed
+    ones, else those whose value or name it mentions, else the only argument."""
+    by_name = {s.name: s for s in specs}
+    text = message.casefold()
+    quoted = [n for n in arguments if n in by_name and isinstance(arguments[n], str) and len(arguments[n]) > 1
+              and arguments[n].casefold() in text]
+    probes = [n for n in quoted if arguments[n] == probe_value(n)]
+    for names in (probes, [n for n in probed if n in by_name], quoted):
+        if names:
+            return [by_name[n] for n in names]
+    message_words = tokens(message)
+    named = [s for s in specs if significant(tokens(s.name)) & message_words]
+    if named:
+        return named
+    return specs if len(specs) == 1 else []
+
+
+def hint_values(message: str, spec: ArgSpec) -> list[Value]:
+    """The values an error message offers this argument: its listed items, and for a number its
+    ranges ('must be between 1 and 50')."""
+    items = expand(hint_items(message), spec, "list")
+    if spec.type in ("integer", "number"):
+        for m in _RANGE.finditer(re.split(r"\s\[type=", message)[0]):
+            low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            items += [v for v in in_range(float(low), float(high), spec.type) if v not in items]
+    return typed(items, spec, "error_hint")
+
+
+# ----------------------------------------------------------------------- earlier results
+
+
+@dataclass
+class Leaf:
+    """A scalar inside a result: its path, the words of its key and of the object around it."""
+
+    path: list[Any]
+    key_words: set[str]
+    around_words: set[str]
+    value: Any
+
+
+def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
+    """The scalars of a structured result, or of the JSON a text result holds (depth 6, 50 items a
+    list); the words 'around' a top-level value are the tool's name ('list_customers' -> customer),
+    inside an object its key's."""
+    out: list[Leaf] = []
+
+    def walk(node: Any, path: list[Any], key: str, around: set[str], depth: int) -> None:
+        if len(out) >= limit or depth > 6:
+            return
+        if isinstance(node, dict):
+            inner = significant(tokens(key)) or around if key else around
+            for k, v in node.items():
+                walk(v, [*path, k], str(k), inner, depth + 1)
+        elif isinstance(node, list):
+            for i, item in enumerate(node[:50]):
+                walk(item, [*path, i], key, around, depth + 1)
+        elif isinstance(node, (str, int, float)) and not isinstance(node, bool) and key:
+            if not isinstance(node, str) or 0 < len(node.strip()) <= 80:
+                out.append(Leaf(path, tokens(key), around, node))
+
+    if isinstance(result, str) and result.lstrip()[:1] in ("{", "["):
+        try:  # a server that sends JSON as text, with no structured content: the path is into that JSON
+            result = json.loads(result)
+        except ValueError:
+            return out
+    if isinstance(result, (dict, list)):
+        walk(result, [], "", significant(tokens(tool)), 0)
+    return out
+
+
+def feeds(spec: ArgSpec, leaf: Leaf) -> bool:
+    """Does this result value fit this argument? The JSON types agree, and the key holds every word of
+    the argument's name (price <- price_usd_per_mmbtu, city_a <- city), or the key is part of the name
+    and the object around it says the rest (customer_id <- the id of a customer, not a customer_id
+    inside an order: order_id <- it would be wrong)."""
+    if spec.schema.get("enum") or "const" in spec.schema:
+        return False
+    if spec.type == "string" and not isinstance(leaf.value, str):
+        return False
+    if spec.type in ("integer", "number") and not isinstance(leaf.value, (int, float)):
+        return False
+    if spec.type == "integer" and not float(leaf.value).is_integer():
+        return False
+    if spec.type not in ("string", "integer", "number", None):
+        return False
+    want = significant(tokens(spec.name))
+    have_key = significant(leaf.key_words)
+    if not want:
+        return tokens(spec.name) == leaf.key_words
+    if not have_key:
+        return False
+    return want <= have_key or (have_key <= want and want <= have_key | leaf.around_words)
