@@ -190,7 +190,7 @@ def _round_robin(groups: dict[tuple, list[Candidate]], keys: list[tuple], n: int
 async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Path, *, fresh: bool = False,
                               seed: int = 0) -> CallTaskReport:
     """Write up to `n` call-first tasks from the bank at `calls_path` to `out` (resuming)."""
-    from ajet.generate.tasks import server_of
+    from ajet.generate.server import server_of
     from ajet.workflows.mcp_client import server_tools
 
     bank = read_rows(calls_path)

@@ -210,7 +210,7 @@ async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *,
 async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: bool, writer: DemoWriter) -> None:
     """Write the call-first tasks' demonstrations by construction (ajet.generate.constructed)."""
     from ajet.generate.constructed import demo_messages, final_sentences
-    from ajet.generate.tasks import server_of
+    from ajet.generate.server import server_of
     from ajet.workflows.mcp_client import server_tools
 
     tools = await server_tools(server_of(cfg), cfg.base_dir)

@@ -87,11 +87,9 @@ def template_question(topic: str, field: str, mention: dict[str, Any], rng: rand
         given = show(next(iter(mention.values())))
     else:
         given = ", ".join(f"{words(k)} {show(v)}" for k, v in mention.items())
-    about = f"{topic[0].lower()}{topic[1:]}" if topic else f"the {field}"
     forms = [f"What is the {field} for {given}?",
              f"{topic}: what is the {field} for {given}?" if topic else f"Tell me the {field} for {given}.",
              f"Can you tell me the {field} for {given}?",
-             f"I need {about} for {given}. What is the {field}?",
              f"For {given}, what is the {field}?"]
     return rng.choice(forms)
 

@@ -34,6 +34,7 @@ from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError, GenerateError
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.generate.server import server_of
 
 console = Console()
 
@@ -262,15 +263,6 @@ def _task_row(question: str, target: list[str], writer: str) -> dict[str, Any]:
     digest = hashlib.sha1(normalise(question).encode("utf-8")).hexdigest()[:12]
     return {"task_id": f"gen-{digest}", "query": question,
             "metadata": {"tools": target, "num_calls": len(target), "source": "generated", "writer": writer}}
-
-
-def server_of(cfg: AjetConfig) -> str:
-    server = cfg.workflow_args.get("server")
-    if not server:
-        raise GenerateError("ajet generate reads the tools of workflow_args.server, which is not set; use the "
-                            "mcp_agent workflow and name the MCP server (a .py file, a command, a URL or an MCP "
-                            "config JSON)")
-    return str(server)
 
 
 def _reasons(counts: Counter) -> str:

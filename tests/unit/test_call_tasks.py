@@ -130,7 +130,7 @@ def _teacher(llm: ScriptedOpenAI, wrong_city: bool = False):
     def respond(request: dict) -> dict:
         prompt = request["messages"][-1]["content"]
         if "tools" not in request:  # the question writer
-            given = prompt.split("The question must contain ")[1].split(". Write only")[0]
+            given = prompt.split("It must contain: ")[1].split(".\n")[0]
             return {"content": f"Could you look up {given} for me?"}
         question = prompt
         if "Seattle" in question and not wrong_city:
@@ -145,7 +145,8 @@ async def test_round_trip_keeps_only_questions_the_teacher_answers_with_the_gold
     calls, _ = bank
     _teacher(llm)
     cfg = load_config(PIPELINE_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}",
-                                      "generate.tasks.chain_share=0"])
+                                      "generate.tasks.chain_share=0", "generate.tasks.round_trip=true",
+                                      "generate.tasks.phrasing=writer"])
     out = tmp_path / "tasks.jsonl"
     report = await generate_call_tasks(cfg, calls, 20, out)
     kept = read_rows(out)
