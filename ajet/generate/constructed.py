@@ -10,7 +10,6 @@ sampled, so thousands of verified rows take minutes, not hours.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from typing import Any
@@ -20,9 +19,6 @@ from ajet.errors import AjetError
 from ajet.generate import phrasing
 from ajet.judge.tool_reference import states_value
 from ajet.workflow import Task
-
-_MAX_IN_FLIGHT = 8
-
 
 def is_constructible(task: Task) -> bool:
     """Whether `task` carries gold calls with their results (a call-first task)."""
@@ -46,46 +42,38 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[d
     return messages
 
 
-async def final_sentences(cfg: AjetConfig, engine: Any, tasks: list[Task], self_served: bool,
-                          counts: Counter) -> list[str]:
-    """One answer sentence per task: the teacher's when it states the gold value, else the template's.
-    `counts` gets `writer` / `template` and the reasons the writer's sentence was not used."""
-    semaphore = asyncio.Semaphore(_MAX_IN_FLIGHT)
-
-    async def one(task: Task) -> str:
-        value = task.answer["final"]
-        field_words = phrasing.field_name(task.metadata.get("target") or [])
-        first_args = (task.metadata["gold"][0].get("arguments") or {})
-        fallback = phrasing.template_sentence(field_words, value, first_args)
-        if engine is None:
-            counts["template"] += 1
-            return fallback
-        body: dict[str, Any] = {
-            "messages": [{"role": "system", "content": cfg.workflow_args.get("system_prompt") or ""},
-                         {"role": "user", "content": phrasing.sentence_prompt(
-                             task.query, task.metadata["gold"][-1]["content"], field_words, value)}],
-            "temperature": 0.3, "max_tokens": 60,
-        }
-        if self_served:
-            body["guided_regex"] = phrasing.SENTENCE_REGEX
-        async with semaphore:
-            try:
-                reply = await engine.chat(body)
-                text = (reply["choices"][0]["message"].get("content") or "").strip().splitlines()
-                sentence = text[0].strip() if text else ""
-            except (AjetError, KeyError, IndexError, TypeError) as exc:
-                counts[f"sentence_request_failed: {type(exc).__name__}"] += 1
-                sentence = ""
-        if sentence and states_value(sentence, value, 1e-9) and not _states_other_numbers(sentence, task):
-            counts["writer"] += 1
-            return sentence
+async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: bool, counts: Counter) -> str:
+    """The answer sentence of `task`: the teacher's when it states the gold value and no number the
+    tools and question did not give, else the template's. `counts` gets `writer` / `template` and
+    the reasons the teacher's sentence was not used."""
+    value = task.answer["final"]
+    field_words = phrasing.field_name(task.metadata.get("target") or [])
+    fallback = phrasing.template_sentence(field_words, value, task.metadata["gold"][0].get("arguments") or {})
+    if engine is None:
         counts["template"] += 1
-        if sentence:
-            counts["sentence_without_value" if not states_value(sentence, value, 1e-9) else "sentence_invents_numbers"] += 1
         return fallback
-
-
-    return list(await asyncio.gather(*(one(t) for t in tasks)))
+    body: dict[str, Any] = {
+        "messages": [{"role": "system", "content": cfg.workflow_args.get("system_prompt") or ""},
+                     {"role": "user", "content": phrasing.sentence_prompt(
+                         task.query, task.metadata["gold"][-1]["content"], field_words, value)}],
+        "temperature": 0.3, "max_tokens": 60,
+    }
+    if self_served:
+        body["guided_regex"] = phrasing.SENTENCE_REGEX
+    try:
+        reply = await engine.chat(body)
+        lines = (reply["choices"][0]["message"].get("content") or "").strip().splitlines()
+        sentence = lines[0].strip() if lines else ""
+    except (AjetError, KeyError, IndexError, TypeError) as exc:
+        counts[f"sentence_request_failed: {type(exc).__name__}"] += 1
+        sentence = ""
+    if sentence and states_value(sentence, value, 1e-9) and not _states_other_numbers(sentence, task):
+        counts["writer"] += 1
+        return sentence
+    counts["template"] += 1
+    if sentence:
+        counts["sentence_without_value" if not states_value(sentence, value, 1e-9) else "sentence_invents_numbers"] += 1
+    return fallback
 
 
 def _states_other_numbers(sentence: str, task: Task) -> bool:

@@ -15,6 +15,11 @@ endpoint, or the run's own model served here for `--teacher self`); the `mcp_age
   answer states what the tools returned, `ajet.judge.grounded`) or `llm_judge` (the teacher endpoint
   grades it, score >= llm_judge_threshold).
 
+Call-first tasks (`ajet generate tasks --from-calls`: gold calls with their real results in
+`metadata.gold`) are not run at all: their demonstration is built from the gold calls
+(ajet.generate.constructed), only the final sentence asked of the teacher
+(`generate.demos.final_sentence`).
+
 Kept episodes are written to `--out` as they finish (OpenAI `{task_id, tools, messages}` or ShareGPT
 `{task_id, conversations, system, tools}`, the formats ajet's SFT reads), dropped ones to
 `<out>.dropped.jsonl` with their reason. Tasks already in either file are skipped, so a second run
@@ -23,6 +28,7 @@ resumes.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections import Counter
@@ -36,6 +42,7 @@ from ajet.config.schema import AjetConfig, TaskReaderConfig
 from ajet.errors import GenerateError
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.generate.server import server_of
 from ajet.judge.base import Judge, Reward
 from ajet.judge.grounded import grounding_problem, tool_use_problem
 from ajet.workflow import Task, WorkflowOutput
@@ -208,21 +215,27 @@ async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *,
 
 
 async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: bool, writer: DemoWriter) -> None:
-    """Write the call-first tasks' demonstrations by construction (ajet.generate.constructed)."""
-    from ajet.generate.constructed import demo_messages, final_sentences
-    from ajet.generate.server import server_of
+    """Write the call-first tasks' demonstrations by construction (ajet.generate.constructed), each
+    row the moment its final sentence is decided."""
+    from ajet.generate.constructed import demo_messages, final_sentence
     from ajet.workflows.mcp_client import server_tools
 
     tools = await server_tools(server_of(cfg), cfg.base_dir)
     system_prompt = cfg.workflow_args.get("system_prompt") or ""
-    sentences = await final_sentences(cfg, engine, tasks, self_served, writer.report.sentences)
-    for task, sentence in zip(tasks, sentences):
-        output = WorkflowOutput(answer=sentence, messages=demo_messages(task, system_prompt, sentence),
-                                metadata={"tools": tools})
-        writer.kept.write(sft_row(task.task_id, output, writer.fmt))
-        writer.report.kept += 1
-        writer.report.built += 1
-        writer.report.tasks_with_demo.add(task.task_id)
+    queue = list(reversed(tasks))
+
+    async def worker() -> None:
+        while queue:
+            task = queue.pop()
+            sentence = await final_sentence(cfg, engine, task, self_served, writer.report.sentences)
+            output = WorkflowOutput(answer=sentence, messages=demo_messages(task, system_prompt, sentence),
+                                    metadata={"tools": tools})
+            writer.kept.write(sft_row(task.task_id, output, writer.fmt))
+            writer.report.kept += 1
+            writer.report.built += 1
+            writer.report.tasks_with_demo.add(task.task_id)
+
+    await asyncio.gather(*(worker() for _ in range(min(cfg.rollout.concurrency, 8))))
 
 
 async def _sample(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: bool, writer: DemoWriter) -> None:
