@@ -32,8 +32,9 @@ SERVERS = {
     # name: (overrides that point the pipeline at the server, the val config that scores it)
     "energy": ([], REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"),
     "library": ([f"workflow_args.server={LIBRARY / 'library_server.py'}",
-                 "workflow_args.system_prompt='You are a library assistant. Answer the user''s question by calling the "
-                 "tools; when you have the result, reply with one short sentence that states it.'"],
+                 # the val config's own system prompt: the agent is trained as it will be evaluated
+                 'workflow_args.system_prompt="You are a library assistant. Answer the user\'s question by calling the '
+                 'tools; when you have the result, reply with one short sentence that states the number."'],
                 LIBRARY / "library.yaml"),
 }
 

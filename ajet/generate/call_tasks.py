@@ -62,11 +62,13 @@ class Candidate:
     def mention(self) -> dict[str, Any]:
         """The values the user gives: the first call's arguments, and later arguments no earlier call returned."""
         given: dict[str, Any] = {}
-        for step in self.steps:
-            passed = {link["argument"] for link in step.get("inputs_from") or []} if step is not self.steps[0] else set()
+        for i, step in enumerate(self.steps):
+            passed = {link["argument"] for link in step.get("inputs_from") or []} if i else set()
             for name, value in step["arguments"].items():
-                if name not in passed and name not in given:
-                    given[name] = value
+                if name in passed:
+                    continue
+                # a later call's argument of the same name is said again ("then to unit GJ"), never dropped
+                given[name if name not in given else f"then {name}"] = value
         return given
 
     def hidden(self) -> list[Any]:
@@ -140,9 +142,13 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         if len(parents) != 1 or next(iter(parents)) not in by_id:
             continue  # fed by two calls (or a call missing from the bank): not a simple chain
         chain = [by_id[next(iter(parents))], row]
+        if chain[0]["tool"] == row["tool"]:
+            continue  # a tool fed its own output (convert, then convert again) is no question a user asks
         while len(chain) < max_chain:
             above = {link["call"] for link in chain[0].get("inputs_from") or []}
             if len(above) != 1 or next(iter(above)) not in by_id:
+                break
+            if by_id[next(iter(above))]["tool"] == chain[0]["tool"]:
                 break
             chains.append(list(chain))
             chain.insert(0, by_id[next(iter(above))])

@@ -249,3 +249,18 @@ async def test_tool_reference_without_a_reference_is_a_clear_error():
 
     with pytest.raises(JudgeError, match="has no reference"):
         await ToolReferenceJudge().score(Task(task_id="q", query="hi", answer=None), _episode([], "x"))
+
+
+def test_a_later_calls_argument_of_the_same_name_is_still_said_and_self_chains_are_skipped():
+    first = {"id": "a", "tool": "convert_units", "arguments": {"value": 1, "from_unit": "MWh", "to_unit": "kWh"},
+             "result": {"result": 1000.0}, "inputs_from": []}
+    again = {"id": "b", "tool": "convert_units", "arguments": {"value": 1000.0, "from_unit": "kWh", "to_unit": "GJ"},
+             "result": {"result": 3.6}, "inputs_from": [{"argument": "value", "call": "a", "path": ["result"]}]}
+    cost = {"id": "c", "tool": "energy_cost", "arguments": {"amount": 1000.0, "to_unit": "USD"},
+            "result": {"cost": 120.5}, "inputs_from": [{"argument": "amount", "call": "a", "path": ["result"]}]}
+    found = candidates([first, again, cost])
+    assert not [c for c in found if [s["id"] for s in c.steps] == ["a", "b"]]  # convert, then convert again
+    chain = next(c for c in found if [s["id"] for s in c.steps] == ["a", "c"])
+    assert chain.mention() == {"value": 1, "from_unit": "MWh", "to_unit": "kWh", "then to_unit": "USD"}
+    question = phrasing.template_question("", phrasing.field_name(chain.path), chain.mention(), random.Random(0))
+    assert "then to unit USD" in question and "1000" not in question
