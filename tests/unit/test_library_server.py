@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from ajet.config import load_config
+from ajet.engine.factory import build_engine
+from ajet.rollout.stack import RolloutStack, load_tokenizer, settings_for
 from ajet.task_reader import read_tasks
 from ajet.tool_results import result_error
 from ajet.workflows.mcp_client import call_tool, list_openai_tools, open_client
@@ -136,6 +138,40 @@ def test_config_reads_val_only_for_eval():
     assert [task.task_id for task in val.tasks] == [task["task_id"] for task in VAL]
     assert val.tasks[0].answer == VAL[0]["answer"]
     assert Path(cfg.task_reader.train).name == "tasks.jsonl"  # training never reads val.jsonl
+
+
+def _oracle(request: dict) -> dict:
+    """A teacher that makes the task's gold calls one by one, then states the final value."""
+    task = next(t for t in VAL if t["query"] == request["messages"][1]["content"])
+    done = sum(1 for m in request["messages"] if m["role"] == "tool")
+    calls = task["answer"]["calls"]
+    if done < len(calls):
+        return {"content": "", "tool_calls": [(calls[done]["name"], json.dumps(calls[done]["arguments"]))]}
+    return {"content": f"It is {task['answer']['final']}."}
+
+
+def _wrong_final(request: dict) -> dict:
+    """The gold calls, then a wrong number."""
+    reply = _oracle(request)
+    return {"content": "It is 12345."} if "tool_calls" not in reply else reply
+
+
+async def test_the_config_gives_full_marks_to_the_gold_calls_and_none_for_a_wrong_answer(llm, tmp_path):
+    # The whole val set through the real workflow, server and judge, with a scripted chat endpoint
+    # in place of the model: gold behaviour must score 1.0 on all 40 (within rollout.max_turns).
+    cfg = load_config(DIR / "library.yaml", ["engine.type=chat_api", f"engine.base_url={llm.base_url}",
+                                             f"output_dir={tmp_path}"])
+    tasks = read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks
+    engine = build_engine(cfg)
+    llm.respond = _oracle
+    async with RolloutStack(cfg, engine, load_tokenizer(cfg, engine), tmp_path) as stack:
+        batch = await stack.runner.run(tasks, settings_for(cfg, "val"), show_progress=False)
+        assert [e.error for e in batch.episodes] == [None] * 40
+        assert [e.reward.total for e in batch.episodes] == pytest.approx([1.0] * 40)
+        assert sum(e.counters["tool_calls_parsed"] for e in batch.episodes) == 72  # 16 + 2*16 + 3*8
+        llm.respond = _wrong_final
+        wrong = await stack.runner.run(tasks[:2], settings_for(cfg, "val"), show_progress=False)
+    assert [e.reward.total for e in wrong.episodes] == pytest.approx([0.5, 0.5])  # the calls, not the answer
 
 
 def _free_port() -> int:
