@@ -22,9 +22,11 @@ import pytest
 
 from ajet.config import load_config
 from ajet.engine.factory import build_engine
+from ajet.judge import build_judge
 from ajet.rollout.stack import RolloutStack, load_tokenizer, settings_for
 from ajet.task_reader import read_tasks
 from ajet.tool_results import result_error
+from ajet.workflow import WorkflowOutput
 from ajet.workflows.mcp_client import call_tool, list_openai_tools, open_client
 
 DIR = Path(__file__).resolve().parents[2] / "tutorial" / "example_mcp_pipeline" / "library"
@@ -172,6 +174,17 @@ async def test_the_config_gives_full_marks_to_the_gold_calls_and_none_for_a_wron
         llm.respond = _wrong_final
         wrong = await stack.runner.run(tasks[:2], settings_for(cfg, "val"), show_progress=False)
     assert [e.reward.total for e in wrong.episodes] == pytest.approx([0.5, 0.5])  # the calls, not the answer
+
+
+@pytest.mark.parametrize("answer, correct", [
+    ("Station Eleven came out in 2014.", 1.0),
+    ("It was published in 2012.", 0.0),  # within the default 1%: the base model's guess once passed
+])
+async def test_the_answer_must_state_the_exact_number(answer, correct):
+    cfg = load_config(DIR / "library.yaml")
+    task = next(t for t in read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks if t.answer["final"] == 2014)
+    reward = await build_judge(cfg.judge, cfg.base_dir).score(task, WorkflowOutput(answer=answer))
+    assert reward.parts["answer"] == correct
 
 
 def _free_port() -> int:
