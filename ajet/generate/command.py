@@ -5,6 +5,8 @@
     ajet generate demos --conf X.yaml [--tasks tasks.jsonl] --out sft.jsonl [--teacher self]
                         [--format openai|sharegpt] [key=value ...]
 
+    ajet generate rounds --conf X.yaml --tasks tasks.jsonl --rounds N [--k 4] [--out DIR]   # ajet.generate.rounds
+
 `--teacher self` is `generate.teacher=self`: the run's own model (`model.path`) writes the questions
 and answers the tasks, its first tool call constrained to the tool schemas.
 """
@@ -37,10 +39,15 @@ def _parser(kind: str, description: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """`ajet generate {tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    if argv and argv[0] == "rounds":
+        from ajet.generate.rounds import main as rounds_main
+
+        return rounds_main(argv[1:])
     if not argv or argv[0] not in ("tasks", "demos"):
-        sys.stderr.write("usage: ajet generate {tasks,demos} --conf X.yaml --out FILE [...]\n"
+        sys.stderr.write("usage: ajet generate {tasks,demos,rounds} --conf X.yaml ... (ajet generate KIND --help)\n"
                          "  tasks   write questions for the MCP server's tools (-n N)\n"
-                         "  demos   run the teacher on a tasks file and keep the good episodes as SFT rows\n")
+                         "  demos   run the teacher on a tasks file and keep the good episodes as SFT rows\n"
+                         "  rounds  self-improvement: sample, keep what matches the reference, SFT, repeat\n")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     kind, rest = argv[0], argv[1:]
     if kind == "tasks":
