@@ -208,7 +208,7 @@ def sample_demos(cfg: AjetConfig, tasks: Path, out: Path) -> dict[str, Any]:
 def best(done: list[RoundRecord]) -> RoundRecord:
     """The round whose model scored best on the held-out tasks (the earliest of equals)."""
     scored = [d for d in done if d.held_out_success is not None]
-    return max(reversed(scored), key=lambda d: d.held_out_success)  # reversed: max keeps the first of equals
+    return max(scored, key=lambda d: d.held_out_success)  # max returns the first of equals
 
 
 def _with_references(path: Path) -> list[dict[str, Any]]:
