@@ -38,7 +38,7 @@ def _parser(kind: str, description: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    """`ajet generate {tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    """`ajet generate {tasks,demos,rounds} ...`; returns the exit code (errors are raised as AjetError)."""
     if argv and argv[0] == "rounds":
         from ajet.generate.rounds import main as rounds_main
 

@@ -126,3 +126,22 @@ def test_a_heldout_file_without_references_is_refused(tasks, tmp_path):
     bad.write_text('{"task_id": "h1", "query": "Gas price?", "answer": "3.1"}\n')
     with pytest.raises(GenerateError, match="has a reference"):
         Rounds(PIPELINE, ["model.path=tiny-random"], tasks, tmp_path / "r", rounds=1, k=1, start=None, heldout=bad)
+
+
+@pytest.mark.parametrize("previous", [False, True])
+def test_previous_rows_decide_what_a_round_trains_on(tasks, tmp_path, monkeypatch, previous):
+    """Which rows round 2's SFT command reads: its own only, or rounds 1 and 2 (the command itself is
+    recorded, not run; the subprocess is covered above)."""
+    out = tmp_path / "rounds"
+    rounds = Rounds(PIPELINE, ["model.path=tiny-random", f"generate.rounds.previous_rows={previous}"], tasks, out,
+                    rounds=2, k=1, start=None, heldout=None)
+    for r, rows in ((1, [{"task_id": "a"}]), (2, [{"task_id": "b"}, {"task_id": "c"}])):
+        (out / f"round-{r}").mkdir()
+        (out / f"round-{r}" / "sft.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    commands = []
+    monkeypatch.setattr(rounds_module, "_ajet", lambda args, name, log: commands.append(args))
+    monkeypatch.setattr("ajet.export.model_folder.model_folder", lambda model, run_dir: f"{model}-merged")
+    assert rounds.train("tiny-random", out / "round-2", 2) == f"{out / 'round-2' / 'train'}-merged"
+    data = Path(next(a for a in commands[0] if a.startswith("sft.data=")).split("=", 1)[1])
+    assert [row["task_id"] for row in read_rows(data)] == (["a", "b", "c"] if previous else ["b", "c"])
+    assert "algorithm=[sft]" in commands[0] and "--backbone=debug" in commands[0]
