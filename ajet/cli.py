@@ -6,7 +6,7 @@
     ajet serve --model M [--host 127.0.0.1] [--port 8000] [--max-tokens 512] ...
     ajet export --checkpoint PATH --out DIR [--merge]
     ajet setup BACKBONE [--force] [--python P]
-    ajet generate {explore,tasks,demos} --conf my.yaml --out FILE [--teacher self] [key=value ...]
+    ajet generate {explore,tasks,demos,rounds} --conf my.yaml ... [key=value ...]
     ajet eval --benchmark bfcl --model M [--categories simple_python,multiple]
     ajet export --checkpoint PATH --out DIR --gguf q8_0   |   ajet export --verify DIR
     ajet bench --endpoint URL --model M

@@ -1,4 +1,4 @@
-"""The `generate:` section: what `ajet generate explore`, `tasks` and `demos` read.
+"""The `generate:` section: what `ajet generate explore`, `tasks`, `demos` and `rounds` read.
 
 The question writer and the teacher are any OpenAI-compatible chat endpoint, or `self`: the run's
 own model (`model.path`) served in this process, whose tool calls the gateway constrains to the
@@ -90,6 +90,17 @@ class GenerateExploreConfig(_Section):
     seed: int = Field(0, description="Seed of the sampled argument combinations.")
 
 
+class GenerateRoundsConfig(_Section):
+    attempts: int = Field(4, ge=1, description="Episodes sampled per train task in each round (k; --k sets it).")
+    heldout_share: float = Field(
+        0.2, gt=0, lt=1, description="Share of the tasks file held out (never sampled or trained on) to decide "
+        "whether a round improved; at least one task. Ignored with --heldout FILE.")
+    seed: int = Field(0, description="Seed of the train / held-out split.")
+    previous_rows: bool = Field(
+        False, description="Also train each round on the rows kept in earlier rounds. Off: the current model "
+        "already learned them, so repeating them only adds epochs on old data; on: a replay against forgetting.")
+
+
 class GenerateConfig(_Section):
     teacher: Literal["self"] | TeacherConfig = Field(
         "self", description="Who answers the tasks for `ajet generate demos`: an endpoint {base_url, model, "
@@ -107,3 +118,5 @@ class GenerateConfig(_Section):
                                            description="`ajet generate explore`.")
     tasks: GenerateTasksConfig = Field(default_factory=GenerateTasksConfig, description="`ajet generate tasks`.")
     demos: GenerateDemosConfig = Field(default_factory=GenerateDemosConfig, description="`ajet generate demos`.")
+    rounds: GenerateRoundsConfig = Field(default_factory=GenerateRoundsConfig,
+                                         description="`ajet generate rounds`: self-improvement rounds.")

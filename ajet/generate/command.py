@@ -1,10 +1,12 @@
-"""The `ajet generate` command line: `explore`, `tasks` and `demos`, each with the config options of `ajet`.
+"""The `ajet generate` command line: `explore`, `tasks`, `demos` and `rounds`, each with the config options of `ajet`.
 
     ajet generate explore --conf X.yaml --out calls.jsonl [--fresh] [key=value ...]
     ajet generate tasks --conf X.yaml -n 200 --out tasks.jsonl [--teacher self] [key=value ...]
     ajet generate tasks --conf X.yaml -n 300 --from-calls calls.jsonl --out tasks.jsonl   # call-first
     ajet generate demos --conf X.yaml [--tasks tasks.jsonl] --out sft.jsonl [--teacher self]
                         [--format openai|sharegpt] [key=value ...]
+
+    ajet generate rounds --conf X.yaml --tasks tasks.jsonl --rounds N [--k 4] [--out DIR]   # ajet.generate.rounds
 
 `--teacher self` is `generate.teacher=self`: the run's own model (`model.path`) writes the questions
 and answers the tasks, its first tool call constrained to the tool schemas.
@@ -38,14 +40,19 @@ def _parser(kind: str, description: str, teacher: bool = True) -> argparse.Argum
 
 
 def main(argv: list[str]) -> int:
-    """`ajet generate {explore,tasks,demos} ...`; returns the exit code (errors are raised as AjetError)."""
+    """`ajet generate {explore,tasks,demos,rounds} ...`; returns the exit code (errors are raised as AjetError)."""
     if argv and argv[0] == "explore":
         return _explore(argv[1:])
+    if argv and argv[0] == "rounds":
+        from ajet.generate.rounds import main as rounds_main
+
+        return rounds_main(argv[1:])
     if not argv or argv[0] not in ("tasks", "demos"):
-        sys.stderr.write("usage: ajet generate {explore,tasks,demos} --conf X.yaml --out FILE [...]\n"
+        sys.stderr.write("usage: ajet generate {explore,tasks,demos,rounds} --conf X.yaml ... (ajet generate KIND --help)\n"
                          "  explore write a bank of calls that really work on the MCP server (calls.jsonl)\n"
                          "  tasks   write questions for the MCP server's tools (-n N)\n"
-                         "  demos   run the teacher on a tasks file and keep the good episodes as SFT rows\n")
+                         "  demos   run the teacher on a tasks file and keep the good episodes as SFT rows\n"
+                         "  rounds  self-improvement: sample, keep what matches the reference, SFT, repeat\n")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     kind, rest = argv[0], argv[1:]
     if kind == "tasks":
