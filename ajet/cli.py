@@ -46,7 +46,7 @@ commands:
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter, a merged model or GGUF
   ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
-  ajet generate explore|tasks|demos  a call bank, tasks and demonstrations from an MCP server
+  ajet generate explore|tasks|demos|rounds  a call bank, tasks, demonstrations and self-improvement from an MCP server
   ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
   ajet data xlam IN --out DIR      xlam-60k-shaped data -> ajet tasks + SFT demonstrations
