@@ -161,35 +161,42 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
 
 
 def schedule(found: list[Candidate], n: int, chain_share: float, rng: random.Random) -> list[Candidate]:
-    """`n` candidates spread over tool sequences and answer fields: round robin over (tools, field)
-    groups, chains making up about `chain_share` of them when there are enough."""
-    groups: dict[tuple, list[Candidate]] = defaultdict(list)
+    """`n` candidates spread evenly over tool sequences, and within a sequence over its answer fields
+    (a tool whose result has five numbers gets no more tasks than one with a single number);
+    numeric answers first (a judge checks them exactly); about `chain_share` chains when there are enough."""
+    by_tools: dict[tuple, dict[str, list[Candidate]]] = defaultdict(lambda: defaultdict(list))
     for cand in found:
-        groups[(tuple(cand.tools), phrasing.field_name(cand.path))].append(cand)
-    for members in groups.values():
-        rng.shuffle(members)
-    # numbers first: a judge checks them exactly, and a string leaf is often a label or a name echoed
-    numeric = {k for k, members in groups.items() if not isinstance(members[0].value, str)}
-    singles = [k for k in groups if len(k[0]) == 1]
-    multis = [k for k in groups if len(k[0]) > 1]
-    want_multi = round(n * chain_share) if multis else 0
-    picked = _round_robin(groups, multis, want_multi, numeric, rng)
-    picked += _round_robin(groups, singles, n - len(picked), numeric, rng)
+        by_tools[tuple(cand.tools)][phrasing.field_name(cand.path)].append(cand)
+    queues: dict[tuple, list[Candidate]] = {}
+    for tools, fields in by_tools.items():
+        for members in fields.values():
+            rng.shuffle(members)
+        names = list(fields)
+        rng.shuffle(names)
+        ordered: list[Candidate] = []
+        for tier in (False, True):  # numbers, then strings
+            lanes = [fields[f] for f in names if isinstance(fields[f][0].value, str) is tier]
+            for i in range(max((len(lane) for lane in lanes), default=0)):
+                ordered += [lane[i] for lane in lanes if i < len(lane)]
+        queues[tools] = ordered
+    singles = [k for k in queues if len(k) == 1]
+    multis = [k for k in queues if len(k) > 1]
+    picked = _round_robin(queues, multis, round(n * chain_share) if multis else 0, rng)
+    picked += _round_robin(queues, singles, n - len(picked), rng)
     if len(picked) < n:  # not enough singles: fill with more chains
-        picked += _round_robin(groups, multis, n - len(picked), numeric, rng)
+        picked += _round_robin(queues, multis, n - len(picked), rng)
     return picked
 
 
-def _round_robin(groups: dict[tuple, list[Candidate]], keys: list[tuple], n: int, numeric: set[tuple],
-                 rng: random.Random) -> list[Candidate]:
-    """Up to `n` candidates, one per group in turn: the numeric groups' until they run out, then the rest."""
+def _round_robin(queues: dict[tuple, list[Candidate]], keys: list[tuple], n: int, rng: random.Random) -> list[Candidate]:
+    """Up to `n` candidates, one per tool sequence in turn, each from the front of its queue."""
+    keys = list(keys)
+    rng.shuffle(keys)
     picked: list[Candidate] = []
-    for tier in ([k for k in keys if k in numeric], [k for k in keys if k not in numeric]):
-        rng.shuffle(tier)
-        while len(picked) < n and any(groups[k] for k in tier):
-            for key in tier:
-                if groups[key] and len(picked) < n:
-                    picked.append(groups[key].pop())
+    while len(picked) < n and any(queues[k] for k in keys):
+        for key in keys:
+            if queues[key] and len(picked) < n:
+                picked.append(queues[key].pop(0))
     return picked
 
 

@@ -196,7 +196,8 @@ async def test_a_writer_whose_sentence_lacks_the_value_is_replaced_by_the_templa
     llm.respond = lambda request: {"content": "Prices are high in winter and 99.9 people agree."}
     tasks = tmp_path / "tasks.jsonl"
     cfg = load_config(PIPELINE_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}",
-                                      "generate.tasks.phrasing=template", "generate.tasks.round_trip=false"])
+                                      "generate.tasks.phrasing=template", "generate.tasks.round_trip=false",
+                                      "generate.demos.final_sentence=teacher"])
     await generate_call_tasks(cfg, calls, 4, tasks)
     report = await generate_demos(cfg, tasks, tmp_path / "sft.jsonl")
     assert report.sentences["template"] == 4 and report.sentences["sentence_without_value"] == 4
