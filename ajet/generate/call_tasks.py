@@ -253,6 +253,7 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                             continue
                         kept.write(row)
                         report.kept += 1
+                        report.phrasing[row["metadata"]["phrasing"]] += 1
                         report.chains += len(cand.steps) > 1
                         report.per_tool.update(cand.tools)
                         if report.kept % 10 == 0:
@@ -312,7 +313,6 @@ async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: li
                 ok, last = False, "round_trip_failed"
             if not ok:
                 continue
-        report.phrasing[how] += 1
         return task_row(cand, question, how, getattr(writer, "model_name", None)), ""
     return None, last
 

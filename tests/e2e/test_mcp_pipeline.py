@@ -1,6 +1,6 @@
 """The MCP pipeline tutorial's commands end to end, as a user runs them (`python -m ajet.cli ...` in
-subprocesses): generate tasks -> demos -> SFT + GRPO -> eval -> export --merge -> serve, on the
-energy MCP server. The teacher is either a scripted OpenAI server over real HTTP (where a hosted
+subprocesses): explore -> call-first tasks -> built demos -> SFT + GRPO -> eval -> export --merge ->
+serve, on the energy MCP server; and the query-first path. The teacher is either a scripted OpenAI server over real HTTP (where a hosted
 model would be) or `ajet serve` of a real model in a subprocess; constrained decoding is checked on
 base SmolLM2 through the gateway."""
 
@@ -85,9 +85,40 @@ def ajet_serve(model: str, timeout: float = 300):
         proc.wait(timeout=30)
 
 
+def test_tutorial_pipeline_from_the_server_alone(tmp_path):
+    """The tutorial's call-first commands as a user runs them, on the tiny model: explore -> tasks with
+    references -> demonstrations built from the real results -> SFT + GRPO with the decomposed judge ->
+    eval on the held-out tasks -> export --merge -> serve. No teacher, no hand-written data."""
+    calls, tasks, sft = tmp_path / "calls.jsonl", tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl"
+    common = ["model.path=tiny-random", f"task_reader.train={tasks}", f"sft.data={sft}", "sft.epochs=1",
+              "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", "rollout.max_tokens_per_turn=24"]
+    run = ajet("generate", "explore", "--conf", str(PIPELINE), "--out", str(calls), *common)
+    assert json.loads(run.stdout.strip().splitlines()[-1])["no_working_call"] == {}
+    ajet("generate", "tasks", "--conf", str(PIPELINE), "--from-calls", str(calls), "-n", "20", "--out", str(tasks),
+         *common)
+    rows = read_rows(tasks)
+    assert len(rows) == 20 and all(r["answer"]["calls"] and "final" in r["answer"] for r in rows)
+    assert sum(r["metadata"]["num_calls"] > 1 for r in rows) == 8  # chain_share 0.4
+    # no --tasks: the train split of the YAML's task_reader (90% of the 20); the rest stays unseen
+    run = ajet("generate", "demos", "--conf", str(PIPELINE), "--out", str(sft), *common)
+    assert len(read_rows(sft)) == 18 and '"built": 18' in run.stdout.replace("\n", " ")
+    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", *common)
+    checkpoints = sorted((tmp_path / "run" / "checkpoints").iterdir())
+    assert checkpoints, "training wrote no checkpoint"
+    ajet("eval", "--conf", str(PIPELINE), "--model", str(tmp_path / "run"), f"output_dir={tmp_path}/eval", *common)
+    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert report["tasks"] == 2 and report["failed"] == 0  # scored by tool_reference, no judge error
+    ajet("export", "--checkpoint", str(checkpoints[-1]), "--out", str(tmp_path / "merged"), "--merge")
+    with ajet_serve(str(tmp_path / "merged")) as url:
+        reply = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": "Gas price in Boston?"}], "max_tokens": 8}).json()
+        assert reply["choices"][0]["message"]["role"] == "assistant"
+
+
 @pytest.mark.slow
-def test_tutorial_pipeline_with_a_scripted_teacher(tmp_path):
-    """Every command of the tutorial on the tiny model, the teacher a scripted endpoint over HTTP."""
+def test_query_first_pipeline_with_a_scripted_teacher(tmp_path):
+    """The query-first path, for hosted teachers: questions from the tool list, teacher episodes kept
+    by the grounding check (tasks without references), on the tiny model."""
     fake = ScriptedOpenAI()
     fake.start()
     try:
@@ -99,25 +130,16 @@ def test_tutorial_pipeline_with_a_scripted_teacher(tmp_path):
              "generate.tasks.similarity=1")  # the scripted questions differ in two words
         assert len(read_rows(tasks)) == 12
         fake.respond = teacher
-        # no --tasks: the train split of the YAML's task_reader (90% of the 12), the val part stays unseen
         run = ajet("generate", "demos", "--conf", str(PIPELINE), "--out", str(sft), teacher_key,
                    f"task_reader.train={tasks}", "generate.demos.attempts=1")
         assert len(read_rows(sft)) == 11 and '"kept": 11' in run.stdout
     finally:
         fake.stop()
     common = ["model.path=tiny-random", f"task_reader.train={tasks}", f"sft.data={sft}", "sft.epochs=1",
-              "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", "rollout.max_tokens_per_turn=24"]
+              "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", "rollout.max_tokens_per_turn=24",
+              "judge.type=grounded"]  # no references: the reference-free judge
     ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", *common)
-    checkpoints = sorted((tmp_path / "run" / "checkpoints").iterdir())
-    assert checkpoints, "training wrote no checkpoint"
-    ajet("eval", "--conf", str(PIPELINE), "--model", str(tmp_path / "run"), f"output_dir={tmp_path}/eval", *common)
-    report = json.loads((tmp_path / "eval" / "eval.json").read_text())
-    assert report["tasks"] == 1 and report["failed"] == 0  # 10% of 12 tasks are held out
-    ajet("export", "--checkpoint", str(checkpoints[-1]), "--out", str(tmp_path / "merged"), "--merge")
-    with ajet_serve(str(tmp_path / "merged")) as url:
-        reply = httpx.post(f"{url}/chat/completions", timeout=120, json={
-            "messages": [{"role": "user", "content": "Gas price in Boston?"}], "max_tokens": 8}).json()
-        assert reply["choices"][0]["message"]["role"] == "assistant"
+    assert sorted((tmp_path / "run" / "checkpoints").iterdir()), "training wrote no checkpoint"
 
 
 @needs_guided

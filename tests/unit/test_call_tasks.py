@@ -265,3 +265,19 @@ def test_a_later_calls_argument_of_the_same_name_is_still_said_and_self_chains_a
     assert chain.mention() == {"value": 1, "from_unit": "MWh", "to_unit": "kWh", "then to_unit": "USD"}
     question = phrasing.template_question("", phrasing.field_name(chain.path), chain.mention(), random.Random(0))
     assert "then to unit USD" in question and "1000" not in question
+
+
+async def test_a_writer_that_returns_nothing_useful_falls_back_to_templates_counted(llm, bank, tmp_path):
+    calls, _ = bank
+    replies = iter(["", "Sure! Here is a question.", "What is it?"] * 10)
+    llm.respond = lambda request: {"content": next(replies)}
+    cfg = load_config(PIPELINE_YAML, [f"generate.teacher={{base_url: '{llm.base_url}'}}", "generate.tasks.phrasing=writer",
+                                      "generate.tasks.round_trip=false"])
+    llm.requests.clear()
+    report = await generate_call_tasks(cfg, calls, 6, tmp_path / "tasks.jsonl")
+    assert report.phrasing == {"template": 6}
+    # every question the writer wrote fell back, with its reason (concurrent workers may write a few
+    # more than the 6 kept)
+    assert sum(report.writer_fallback.values()) == len(llm.requests) >= 6
+    assert set(report.writer_fallback) <= {"too_short", "misses_a_value"}
+    assert all(t["metadata"]["phrasing"] == "template" for t in read_rows(tmp_path / "tasks.jsonl"))
