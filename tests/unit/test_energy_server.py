@@ -8,10 +8,7 @@ exercised with real subprocesses of `energy_server.py`.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fastmcp
@@ -22,6 +19,7 @@ sys.path.insert(0, str(DIR))  # as when ajet loads the tutorial's server file: i
 from energy_server import mcp  # noqa: E402
 
 from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
+from tests.unit.mcp_http import http_mcp_server
 
 
 async def call(name: str, **arguments):
@@ -173,28 +171,9 @@ async def test_stdio_server_subprocess():
     assert outcome.result["price_usd_per_mmbtu"] == 2.55
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 async def test_http_server_subprocess():
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "energy_server.py", "--http", str(port)], cwd=DIR,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120  # a loaded machine starts subprocesses slowly
-        while True:  # wait until the server accepts connections
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "HTTP server did not start"
-                time.sleep(0.1)
-        async with mcp_tools.open_client(f"http://127.0.0.1:{port}/mcp") as client:
+    with http_mcp_server("energy_server.py", DIR) as url:
+        async with mcp_tools.open_client(url) as client:
             outcome = await mcp_tools.call_tool(client, "get_storage_level", {"region": "Pacific"})
-        assert outcome.result["percent_full"] == 77.1  # 262 / 340
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    assert outcome.result["percent_full"] == 77.1  # 262 / 340

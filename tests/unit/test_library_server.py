@@ -11,10 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +24,7 @@ from ajet.task_reader import read_tasks
 from ajet.tool_results import result_error
 from ajet.workflow import WorkflowOutput
 from ajet.workflows.mcp_client import call_tool, list_openai_tools, open_client
+from tests.unit.mcp_http import http_mcp_server
 
 DIR = Path(__file__).resolve().parents[2] / "tutorial" / "example_mcp_pipeline" / "library"
 SERVER = str(DIR / "library_server.py")
@@ -187,28 +184,9 @@ async def test_the_answer_must_state_the_exact_number(answer, correct):
     assert reward.parts["answer"] == correct
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 async def test_http_server_subprocess():
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "library_server.py", "--http", str(port)], cwd=DIR,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120  # a loaded machine starts subprocesses slowly
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "HTTP server did not start"
-                time.sleep(0.1)
-        async with open_client(f"http://127.0.0.1:{port}/mcp") as client:
+    with http_mcp_server("library_server.py", DIR) as url:
+        async with open_client(url) as client:
             outcome = await call_tool(client, "get_book", {"book_id": "B-1042"})
-        assert outcome.result["available"]["Hillcrest"] == 1
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    assert outcome.result["available"]["Hillcrest"] == 1

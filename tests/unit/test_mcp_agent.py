@@ -5,9 +5,6 @@ real HTTP. Tools that raise or hang, servers that do not start and bad workflow_
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from ajet.errors import ConfigError
 from ajet.workflows.mcp_agent import McpAgent
 from ajet.workflows.mcp_client import open_client, server_tools
 from tests.unit.fake_openai import ScriptedOpenAI
+from tests.unit.mcp_http import http_mcp_server
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 ENERGY = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent" / "energy_server.py"
@@ -70,31 +68,12 @@ async def test_stdio_subprocess_server(llm):
         "add", "explode", "hang"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 async def test_streamable_http_server(llm):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "flaky_server.py", "--http", str(port)], cwd=SERVERS,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120  # a loaded machine starts subprocesses slowly
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "HTTP server did not start"
-                time.sleep(0.1)
+    with http_mcp_server("flaky_server.py", SERVERS) as url:
         llm.script = [{"content": "", "tool_calls": [("add", '{"a": 1, "b": 2}')]}, {"content": "3"}]
-        out = await agent(server=f"http://127.0.0.1:{port}/mcp").execute(Task(task_id="t", query="q"), tuner(llm))
-        assert out.tool_calls[0]["result"] == 3
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        out = await agent(server=url).execute(Task(task_id="t", query="q"), tuner(llm))
+    assert out.tool_calls[0]["result"] == 3
 
 
 async def test_mcp_config_json_with_two_servers(llm, tmp_path):
