@@ -181,11 +181,22 @@ def schedule(found: list[Candidate], n: int, chain_share: float, rng: random.Ran
         queues[tools] = ordered
     singles = [k for k in queues if len(k) == 1]
     multis = [k for k in queues if len(k) > 1]
-    picked = _round_robin(queues, multis, round(n * chain_share) if multis else 0, rng)
-    picked += _round_robin(queues, singles, n - len(picked), rng)
-    if len(picked) < n:  # not enough singles: fill with more chains
-        picked += _round_robin(queues, multis, n - len(picked), rng)
-    return picked
+    chains = _round_robin(queues, multis, round(n * chain_share) if multis else 0, rng)
+    ones = _round_robin(queues, singles, n - len(chains), rng)
+    if len(chains) + len(ones) < n:  # not enough singles: fill with more chains
+        chains += _round_robin(queues, multis, n - len(chains) - len(ones), rng)
+    return _interleave(chains, ones)
+
+
+def _interleave(chains: list[Candidate], ones: list[Candidate]) -> list[Candidate]:
+    """Both lists merged so that every prefix holds chains in their overall share: tasks are decided
+    in this order, and a run that stops early (enough kept) keeps the mix."""
+    share = len(chains) / max(1, len(chains) + len(ones))
+    merged: list[Candidate] = []
+    while chains or ones:
+        due = round((len(merged) + 1) * share) > sum(len(c.steps) > 1 for c in merged)
+        merged.append(chains.pop(0) if chains and (due or not ones) else ones.pop(0))
+    return merged
 
 
 def _round_robin(queues: dict[tuple, list[Candidate]], keys: list[tuple], n: int, rng: random.Random) -> list[Candidate]:
