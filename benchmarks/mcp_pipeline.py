@@ -66,12 +66,10 @@ def last_json(log: Path) -> dict:
 
 
 def val_success(model: Path, val_yaml: Path, log: Path) -> float:
-    run(["ajet", "eval", "--conf", str(val_yaml), "--model", str(model), f"output_dir={log.parent / ('eval-' + log.stem)}"],
-        log)
-    match = re.search(r"success rate\s*[│|]?\s*([\d.]+)%", log.read_text())
-    if not match:
-        sys.exit(f"no success rate in {log}")
-    return float(match.group(1)) / 100
+    """`ajet eval` of `model` on the val config; its success rate (eval.json)."""
+    out = log.parent / f"eval-{log.stem}"
+    run(["ajet", "eval", "--conf", str(val_yaml), "--model", str(model), f"output_dir={out}"], log)
+    return json.loads((out / "eval.json").read_text())["success_rate"]
 
 
 def sft_checkpoint(run_dir: Path) -> Path:
