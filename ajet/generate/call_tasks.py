@@ -155,6 +155,8 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         chains.append(chain)
     found = []
     for chain in chains:
+        if any(origin == "wildcard" for step in chain for origin in (step.get("origin") or {}).values()):
+            continue  # a one-letter search made to discover ids: no question a user asks
         for path, value in answer_paths(chain[-1]):
             found.append(Candidate(chain, path, value))
     return found

@@ -40,7 +40,7 @@ from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
 from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
                                           generic_values, hint_values, hinted_arguments, item_spec, leaves,
-                                          probe_value, schema_values, value_key)
+                                          probe_value, schema_values, significant, tokens, value_key)
 from ajet.generate.files import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
@@ -146,8 +146,10 @@ class Explorer:
 
     def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
         values = sorted(self.pools[(tool.name, spec.name)].values(), key=lambda v: _RANK[v.origin])
-        if any(v.origin != "generic" for v in values):
-            values = [v for v in values if v.origin != "generic"]  # 1, 2.5, 10, 100 only without a hint
+        if any(v.origin not in ("generic", "wildcard") for v in values):
+            # 1, 2.5, 10, 100 only without a hint; a one-letter search always (a description's
+            # "full or partial name" names no record)
+            values = [v for v in values if v.origin != "generic"]
         if not values and (tool.name, spec.name) in self.free_text:
             values = list(self.loose.values())
         return values[: self.opts.max_values_per_argument]
@@ -156,6 +158,7 @@ class Explorer:
         """Feed the values of a kept result to every argument they fit (and to free-text arguments)."""
         found = leaves(result, tool_name)
         for tool in self.tools:
+            about = significant(tokens(tool.name))
             for spec in tool.specs:
                 item = item_spec(spec)
                 if item is not None:  # customer_ids <- [a customer's id]
@@ -163,7 +166,7 @@ class Explorer:
                             for leaf in found if feeds(item, leaf)]
                 else:
                     fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path})
-                            for leaf in found if feeds(spec, leaf)]
+                            for leaf in found if feeds(spec, leaf, about)]
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:

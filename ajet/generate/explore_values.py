@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-ORIGINS = ("schema_enum", "schema_default", "schema_example", "description", "error_hint", "graph", "generic")
+ORIGINS = ("schema_enum", "schema_default", "schema_example", "description", "error_hint", "graph", "generic",
+           "wildcard")
 
 _STOP = {"a", "b", "c", "x", "y", "z", "the", "of", "per", "from", "to", "in", "by", "for", "and", "or", "with",
          "at", "on", "get", "list", "fetch", "find", "search", "show", "new", "old", "is", "an"}
@@ -45,6 +46,15 @@ _NAMED = {"email": "alice@example.com", "username": "alice", "user": "alice", "f
           "region": "Europe", "language": "en", "lang": "en", "locale": "en-US", "currency": "USD",
           "ticker": "AAPL", "symbol": "AAPL", "date": "2024-01-15", "day": "2024-01-15", "time": "12:00",
           "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue"}
+# A free-text argument that searches (a query, a name to look up): a one-letter query matches most
+# records of a server that searches by substring, which is how a list with real ids and names comes
+# back when no description names a value. Calls made with them are for discovery only (origin
+# "wildcard": no task is written from them).
+_SEARCH_WORDS = {"query", "q", "search", "keyword", "term", "text", "name", "title", "author", "pattern", "filter"}
+_WILDCARDS = ["a", "e"]
+# Result fields whose text a search argument can take back: a title or a name seen in one result is
+# a query another call can search for.
+_SEARCHABLE_KEYS = {"title", "name", "author"}
 _FORMATS = {"date": "2024-01-15", "date-time": "2024-01-15T12:00:00Z", "time": "12:00:00", "email": "user@example.com",
             "uri": "https://example.com", "url": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000001"}
 
@@ -246,7 +256,10 @@ def generic_values(spec: ArgSpec) -> list[Value]:
     if spec.type in ("string", None):
         words = tokens(spec.name)
         named = next((value for word, value in _NAMED.items() if word in words), None)
-        return [Value(named, "generic")] if named else []
+        found = [Value(named, "generic")] if named else []
+        if words & _SEARCH_WORDS:
+            found += [Value(w, "wildcard") for w in _WILDCARDS]
+        return found
     if spec.type == "array":
         return [Value([], "generic")]
     if spec.type == "object":
@@ -447,11 +460,13 @@ def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
     return out
 
 
-def feeds(spec: ArgSpec, leaf: Leaf) -> bool:
+def feeds(spec: ArgSpec, leaf: Leaf, tool_words: set[str] | None = None) -> bool:
     """Does this result value fit this argument? The JSON types agree, and the key holds every word of
     the argument's name (price <- price_usd_per_mmbtu, city_a <- city), or the key is part of the name
     and the object around it says the rest (customer_id <- the id of a customer, not a customer_id
-    inside an order: order_id <- it would be wrong)."""
+    inside an order: order_id <- it would be wrong). A search argument (query, name) of a tool about
+    `tool_words` takes a title or name found inside a record of that kind (find_member(name) <- a
+    member's name, search_books(query) <- a book's title, never a book's title as a member's name)."""
     if spec.schema.get("enum") or "const" in spec.schema:
         return False
     if spec.type == "string" and not isinstance(leaf.value, str):
@@ -464,6 +479,9 @@ def feeds(spec: ArgSpec, leaf: Leaf) -> bool:
         return False
     want = significant(tokens(spec.name))
     have_key = significant(leaf.key_words)
+    if (tool_words and spec.type in ("string", None) and isinstance(leaf.value, str)
+            and tokens(spec.name) & _SEARCH_WORDS and leaf.key_words & _SEARCHABLE_KEYS):
+        return bool(leaf.around_words & tool_words)
     if not want:
         return tokens(spec.name) == leaf.key_words
     if not have_key:
