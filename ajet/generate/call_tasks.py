@@ -304,7 +304,7 @@ async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: li
     mention, hidden = cand.mention(), cand.hidden()
     field_words = phrasing.field_name(cand.path)
     template = phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), field_words,
-                                          mention, rng)
+                                          mention, rng, cand.steps[0].get("description"))
     tries: list[tuple[str, str]] = []
     if opts.phrasing == "writer":
         try:

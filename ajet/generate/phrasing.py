@@ -80,9 +80,30 @@ def _informative(value: Any) -> bool:
     return isinstance(value, str) and len(value.strip()) >= 2
 
 
-def template_question(topic: str, field: str, mention: dict[str, Any], rng: random.Random) -> str:
+def fill_description(description: str | None, mention: dict[str, Any]) -> str | None:
+    """The tool description's first clause with each argument's placeholder replaced by its value:
+    'Natural gas production of a US state in a year' + {state: Texas, year: 2022} -> 'Natural gas
+    production of Texas in 2022'. None unless every value found a place (a question must name them all)."""
+    text = first_clause(description)
+    for name, value in mention.items():
+        parts = words(name).split(" ")
+        noun = parts[-1] if len(parts[-1]) >= 3 else parts[0]  # member_id -> member, city_a -> city
+        pattern = re.compile(rf"\b(?:a|an|the|one|some)\s+(?:[A-Za-z]+\s+)?{re.escape(noun)}s?\b", re.IGNORECASE)
+        text, found = pattern.subn(show(value), text, count=1)
+        if not found:
+            return None
+    return text
+
+
+def template_question(topic: str, field: str, mention: dict[str, Any], rng: random.Random,
+                      description: str | None = None) -> str:
     """A plain question that always passes `question_problem`: the topic, the field asked for, and
-    every value to mention (with its argument's words when there are several)."""
+    every value to mention (with its argument's words when there are several). When the tool's
+    description names a placeholder for every value ('in a city'), the description itself, filled
+    in, is the question half the time: the closest a template gets to how users ask."""
+    filled = fill_description(description, mention) if description else None
+    if filled and rng.random() < 0.5:
+        return rng.choice([f"{filled}: what is the {field}?", f"What is the {field}? {filled}."])
     if len(mention) == 1:
         given = show(next(iter(mention.values())))
     else:

@@ -281,3 +281,16 @@ async def test_a_writer_that_returns_nothing_useful_falls_back_to_templates_coun
     assert sum(report.writer_fallback.values()) == len(llm.requests) >= 6
     assert set(report.writer_fallback) <= {"too_short", "misses_a_value"}
     assert all(t["metadata"]["phrasing"] == "template" for t in read_rows(tmp_path / "tasks.jsonl"))
+
+
+@pytest.mark.parametrize("description, mention, filled", [
+    ("Natural gas production of a US state in a year, in Bcf.", {"state": "Texas", "year": 2022},
+     "Natural gas production of Texas in 2022, in Bcf"),
+    ("Natural gas price in a city, USD per MMBtu.", {"city": "Boston"}, "Natural gas price in Boston, USD per MMBtu"),
+    ("A member's current loans: loan_id, title.", {"member_id": "M-2041"}, "M-2041's current loans"),
+    # a value with no placeholder to take: no filled description (the question must name every value)
+    ("Compare gas prices of two cities: difference", {"city_a": "Boston", "city_b": "Dallas"}, None),
+    ("Convert an amount of energy. Units: MMBtu", {"value": 2.5, "from_unit": "MWh"}, None),
+])
+def test_a_description_filled_with_the_values(description, mention, filled):
+    assert phrasing.fill_description(description, mention) == filled
