@@ -27,9 +27,14 @@ def words(key: Any) -> str:
 
 
 def field_name(path: list[Any]) -> str:
-    """The words of a result path's last key ('the 2nd item' for a bare list index)."""
+    """The words of a result path's last key, with its parent key when it sits in an object of the
+    result ('available oakwood' for ["available", "Oakwood"], 'fine usd' for ["loans", 0, "fine_usd"])."""
     keys = [p for p in path if isinstance(p, str)]
-    return words(keys[-1]) if keys else "result"
+    if not keys:
+        return "result"
+    if len(path) >= 2 and isinstance(path[-2], str):
+        return f"{words(path[-2])} {words(path[-1])}"
+    return words(keys[-1])
 
 
 def first_clause(description: str | None) -> str:

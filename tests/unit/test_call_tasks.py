@@ -294,3 +294,10 @@ async def test_a_writer_that_returns_nothing_useful_falls_back_to_templates_coun
 ])
 def test_a_description_filled_with_the_values(description, mention, filled):
     assert phrasing.fill_description(description, mention) == filled
+
+
+def test_field_names_keep_their_parent_object():
+    assert phrasing.field_name(["available", "Oakwood"]) == "available oakwood"
+    assert phrasing.field_name(["loans", 0, "fine_usd"]) == "fine usd"
+    assert phrasing.field_name(["price_usd_per_mmbtu"]) == "price usd per mmbtu"
+    assert phrasing.field_name([0]) == "result"
