@@ -55,14 +55,9 @@ def run(args: list[str], log: Path) -> float:
     return time.time() - started
 
 
-def last_json(log: Path) -> dict:
-    for line in reversed(log.read_text().splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    return {}
+def rows(path: Path) -> int:
+    """Lines of a JSONL file the pipeline wrote (the rich report wraps its JSON line, so count the file)."""
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
 
 
 def val_success(model: Path, val_yaml: Path, log: Path) -> float:
@@ -99,8 +94,7 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
         "demos": run(["ajet", "generate", "demos", *conf, "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
         "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common], out / "train.log"),
     }
-    figures = {"calls": last_json(out / "explore.log").get("kept"), "tasks": last_json(out / "tasks.log").get("kept"),
-               "demos": last_json(out / "demos.log").get("kept"),
+    figures = {"calls": rows(out / "calls.jsonl"), "tasks": rows(out / "tasks.jsonl"), "demos": rows(out / "sft.jsonl"),
                "sft_val_success": val_success(sft_checkpoint(out / "run"), val_yaml, out / "eval_sft.log"),
                "final_val_success": val_success(out / "run", val_yaml, out / "eval_final.log"),
                "minutes": round(sum(seconds.values()) / 60, 1), "seconds": {k: round(v) for k, v in seconds.items()}}
