@@ -92,7 +92,9 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
         "tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
                       "--out", str(out / "tasks.jsonl"), *common], out / "tasks.log"),
         "demos": run(["ajet", "generate", "demos", *conf, "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
-        "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common], out / "train.log"),
+        # SFT then GRPO, whatever the tutorial's YAML runs: both figures come from this one run
+        "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", "algorithm=[sft,grpo]", *common],
+                     out / "train.log"),
     }
     figures = {"calls": rows(out / "calls.jsonl"), "tasks": rows(out / "tasks.jsonl"), "demos": rows(out / "sft.jsonl"),
                "sft_val_success": val_success(sft_checkpoint(out / "run"), val_yaml, out / "eval_sft.log"),

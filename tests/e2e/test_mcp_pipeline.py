@@ -1,5 +1,5 @@
 """The MCP pipeline tutorial's commands end to end, as a user runs them (`python -m ajet.cli ...` in
-subprocesses): explore -> call-first tasks -> built demos -> SFT + GRPO -> eval -> export --merge ->
+subprocesses): explore -> call-first tasks -> built demos -> SFT -> eval -> export --merge ->
 serve, on the energy MCP server; and the query-first path. The teacher is either a scripted OpenAI server over real HTTP (where a hosted
 model would be) or `ajet serve` of a real model in a subprocess; constrained decoding is checked on
 base SmolLM2 through the gateway."""
@@ -87,8 +87,8 @@ def ajet_serve(model: str, timeout: float = 300):
 
 def test_tutorial_pipeline_from_the_server_alone(tmp_path):
     """The tutorial's call-first commands as a user runs them, on the tiny model: explore -> tasks with
-    references -> demonstrations built from the real results -> SFT + GRPO with the decomposed judge ->
-    eval on the held-out tasks -> export --merge -> serve. No teacher, no hand-written data."""
+    references -> demonstrations built from the real results -> SFT -> eval on the held-out tasks with
+    the decomposed judge -> export --merge -> serve. No teacher, no hand-written data."""
     calls, tasks, sft = tmp_path / "calls.jsonl", tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl"
     common = ["model.path=tiny-random", f"task_reader.train={tasks}", f"sft.data={sft}", "sft.epochs=1",
               "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", "rollout.max_tokens_per_turn=24"]
