@@ -357,7 +357,7 @@ def test_every_judge_yaml_in_the_docs_builds(tmp_path):
     for block in blocks:
         cfg = block.get("ajet", block)["judge"]
         built.append(type(build_judge(cfg, base_dir=tmp_path)).__name__)
-    assert built == ["FunctionCallJudge", "CompositeJudge", "LLMJudge", "GroundedJudge", "AgentJudge", "LengthJudge"]
+    assert built == ["FunctionCallJudge", "CompositeJudge", "LLMJudge", "GroundedJudge", "ToolReferenceJudge", "AgentJudge", "LengthJudge"]
 
 
 async def test_composite_tool_error_penalty_counts_error_shaped_results():
