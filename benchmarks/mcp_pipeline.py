@@ -69,10 +69,11 @@ def val_success(model: Path, val_yaml: Path, log: Path) -> float:
 
 def sft_checkpoint(run_dir: Path) -> Path:
     """The checkpoint written at the end of the SFT stage (the last one whose manifest says sft)."""
+    from ajet.trainer.checkpoint import read_state
+
     found = None
     for folder in sorted((run_dir / "checkpoints").glob("step-*")):
-        state = folder / "state.json"
-        if state.exists() and json.loads(state.read_text()).get("extra", {}).get("stage") == "sft":
+        if read_state(folder).get("extra", {}).get("stage") == "sft":
             found = folder
     if found is None:
         sys.exit(f"no SFT checkpoint in {run_dir / 'checkpoints'}")

@@ -22,6 +22,7 @@ are decided, dropped ones with their reason; a rerun resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import random
@@ -250,7 +251,9 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         writer_who, teacher_who = endpoint_of(cfg, "question_writer"), endpoint_of(cfg, "teacher")
         names = [t["function"]["name"] for t in tools]
         async with open_endpoint(cfg, writer_who) as writer:
-            async with _same_or_open(cfg, writer_who, teacher_who, writer) as teacher:
+            # one model in memory when the writer is the teacher, not two
+            same = writer_who == teacher_who
+            async with contextlib.nullcontext(writer) if same else open_endpoint(cfg, teacher_who) as teacher:
                 queue = list(reversed(plan))
 
                 async def worker() -> None:
@@ -279,21 +282,6 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                             f"{', '.join(f'{k} {v}' for k, v in report.dropped.most_common()) or 'none'}. "
                             f"See {dropped_path(out)}")
     return report
-
-
-class _same_or_open:
-    """The teacher's endpoint: the writer's when both are the same (one model in memory, not two)."""
-
-    def __init__(self, cfg: AjetConfig, writer_who: Any, teacher_who: Any, writer: Any) -> None:
-        self.shared = writer if writer_who == teacher_who else None
-        self.context = None if self.shared is not None else open_endpoint(cfg, teacher_who)
-
-    async def __aenter__(self) -> Any:
-        return self.shared if self.context is None else await self.context.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        if self.context is not None:
-            await self.context.__aexit__(*exc)
 
 
 async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: list[str], writer: Any, teacher: Any,

@@ -17,6 +17,7 @@ from typing import Any
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError
 from ajet.generate import phrasing
+from ajet.judge.exact_match import numbers_in
 from ajet.judge.tool_reference import states_value
 from ajet.workflow import Task
 
@@ -67,19 +68,20 @@ async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: 
     except (AjetError, KeyError, IndexError, TypeError) as exc:
         counts[f"sentence_request_failed: {type(exc).__name__}"] += 1
         sentence = ""
-    if sentence and states_value(sentence, value, 1e-9) and not _states_other_numbers(sentence, task):
-        counts["writer"] += 1
-        return sentence
-    counts["template"] += 1
+    problem = None
     if sentence:
-        counts["sentence_without_value" if not states_value(sentence, value, 1e-9) else "sentence_invents_numbers"] += 1
+        problem = ("sentence_without_value" if not states_value(sentence, value, 1e-9)
+                   else "sentence_invents_numbers" if _states_other_numbers(sentence, task) else None)
+        if problem is None:
+            counts["writer"] += 1
+            return sentence
+        counts[problem] += 1
+    counts["template"] += 1
     return fallback
 
 
 def _states_other_numbers(sentence: str, task: Task) -> bool:
     """Whether the sentence writes a number that is neither in the question nor in any tool result."""
-    from ajet.judge.exact_match import numbers_in
-
     seen = numbers_in(task.query)
     for gold in task.metadata["gold"]:
         seen += numbers_in(gold["content"])

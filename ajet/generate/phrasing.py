@@ -13,7 +13,8 @@ import random
 import re
 from typing import Any
 
-from ajet.judge.exact_match import numbers_in, parse_number
+from ajet.judge.exact_match import parse_number
+from ajet.judge.tool_reference import states_value
 
 QUESTION_REGEX = r"(What|How|Which|Where|Can you|Could you|Please) [^\n{}\[\]<>?]{12,140}\?"  # a bare question, one line
 SENTENCE_REGEX = r"[A-Z][^\n{}\[\]<>]{8,200}\."   # one sentence that ends the episode
@@ -54,11 +55,11 @@ def show(value: Any) -> str:
 
 
 def mentions(value: Any, text: str) -> bool:
-    """Whether `text` names `value`: the number (any formatting) or the text, case-insensitively."""
-    number = parse_number(value) if not isinstance(value, str) or re.fullmatch(r"[-+\d.,eE/ ]+", value) else None
-    if number is not None:
-        return any(abs(found - number) <= 1e-9 * max(1.0, abs(number)) for found in numbers_in(text))
-    return show(value).strip().casefold() in text.casefold()
+    """Whether `text` names `value`: the number (any formatting) or the text, case-insensitively; a
+    boolean as the template writes it ('yes' / 'no')."""
+    if isinstance(value, bool):
+        return show(value) in text.casefold()
+    return states_value(text, value, 1e-9)
 
 
 def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], tool_names: list[str]) -> str | None:
