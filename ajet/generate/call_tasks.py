@@ -250,10 +250,13 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                       f"({report.resumed} already in {out})")
         writer_who, teacher_who = endpoint_of(cfg, "question_writer"), endpoint_of(cfg, "teacher")
         names = [t["function"]["name"] for t in tools]
-        async with open_endpoint(cfg, writer_who) as writer:
-            # one model in memory when the writer is the teacher, not two
-            same = writer_who == teacher_who
-            async with contextlib.nullcontext(writer) if same else open_endpoint(cfg, teacher_who) as teacher:
+        # a model is loaded (or an endpoint opened) only for what runs: the writer for writer phrasing,
+        # the teacher for the round trip, and one model, not two, when the writer is the teacher
+        uses_writer, uses_teacher = opts.phrasing == "writer", opts.round_trip
+        async with open_endpoint(cfg, writer_who) if uses_writer else contextlib.nullcontext() as writer:
+            same = uses_writer and writer_who == teacher_who
+            async with (contextlib.nullcontext(writer) if same or not uses_teacher
+                        else open_endpoint(cfg, teacher_who)) as teacher:
                 queue = list(reversed(plan))
 
                 async def worker() -> None:

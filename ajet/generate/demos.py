@@ -29,6 +29,7 @@ resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections import Counter
@@ -191,22 +192,21 @@ async def generate_demos(cfg: AjetConfig, tasks_path: Path | None, out: Path, *,
         done = {row.get("task_id") for row in kept.existing + dropped.existing}
         report.skipped_done = sum(1 for t in tasks if t.task_id in done)
         todo = [t for t in tasks if t.task_id not in done]
-        built = [t for t in todo if is_constructible(t)]
-        sampled = [t for t in todo if not is_constructible(t)]
+        built, sampled = [], []
+        for task in todo:
+            (built if is_constructible(task) else sampled).append(task)
         report.tasks = len(todo)
         writer = DemoWriter(kept, dropped, opts.format, opts.keep_per_task, report)
         writer.per_task.update(row.get("task_id") for row in kept.existing)
         console.print(f"{len(built)} call-first task(s) to build, {len(sampled)} to run × {opts.attempts} attempt(s) "
                       f"({report.skipped_done} already in {out} or its dropped file)")
         needs_model = bool(sampled) or (bool(built) and opts.final_sentence == "teacher")
-        if needs_model:
-            async with open_endpoint(cfg, teacher) as engine:
-                if built:
-                    await _build(cfg, built, engine, teacher == "self", writer)
-                if sampled:
-                    await _sample(cfg, sampled, engine, teacher == "self", writer)
-        elif built:
-            await _build(cfg, built, None, False, writer)
+        # built rows with templated sentences need no model: nothing is loaded or called then
+        async with open_endpoint(cfg, teacher) if needs_model else contextlib.nullcontext() as engine:
+            if built:
+                await _build(cfg, built, engine, teacher == "self", writer)
+            if sampled:
+                await _sample(cfg, sampled, engine, teacher == "self", writer)
     if report.kept == 0 and not kept.existing:
         raise GenerateError(f"no demonstration was kept from {report.episodes} episode(s); dropped: "
                             f"{', '.join(f'{k} {v}' for k, v in report.dropped.most_common()) or 'none'}. "
