@@ -1,0 +1,78 @@
+"""Each tutorial's before/after on the embedded SmolLM2: `ajet eval` of the base model, the tutorial's
+training run, `ajet eval` of the trained checkpoint, all as subprocesses of the installed CLI.
+
+A tutorial takes part when its folder holds `benchmark.json`:
+
+    {"conf": "countdown.yaml",          # the tutorial's YAML, relative to its folder
+     "measure": "success_rate",         # or "reward_mean": a key of eval.json
+     "margin": 0.05,                    # trained must beat base by more than this (the README says so)
+     "train_overrides": [],             # key=value for the training run (kept small: minutes on 2 cores)
+     "eval_overrides": []}              # key=value for both evals
+
+    python benchmarks/tutorials.py                       # every tutorial with a benchmark.json
+    python benchmarks/tutorials.py example_countdown ... # only these folders
+Prints one row per tutorial (base, trained, margin, minutes, the CPU) and, last,
+`tutorials_improved=<k>/<n>`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from quickstart import cpu_flags
+
+REPO = Path(__file__).resolve().parents[1]
+TUTORIALS = REPO / "tutorial"
+
+
+def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None = None) -> dict:
+    command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
+    if model is not None:
+        command[3:3] = ["--model", str(model)]
+    subprocess.run(command, check=True)
+    return json.loads((out / "eval.json").read_text())
+
+
+def measure(folder: Path, out: Path) -> dict:
+    """Base and trained measure of one tutorial, with the wall minutes of the training run."""
+    spec = json.loads((folder / "benchmark.json").read_text())
+    conf = folder / spec["conf"]
+    key = spec.get("measure", "success_rate")
+    eval_overrides = list(spec.get("eval_overrides", []))
+    base = _eval(conf, out / "base", eval_overrides)[key]
+    started = time.time()
+    subprocess.run(["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out / 'train'}",
+                    *spec.get("train_overrides", [])], check=True)
+    minutes = (time.time() - started) / 60
+    trained = _eval(conf, out / "trained", eval_overrides, model=out / "train")[key]
+    margin = float(spec.get("margin", 0.0))
+    return {"tutorial": folder.name, "measure": key, "base": base, "trained": trained, "margin": margin,
+            "improved": trained > base + margin, "train_minutes": round(minutes, 1)}
+
+
+def main(names: list[str]) -> None:
+    cpu, flags = cpu_flags()
+    print(f"cpu: {cpu} ({' '.join(flags) or 'no avx/amx flags'})")
+    folders = [TUTORIALS / n for n in names] if names else sorted(p.parent for p in TUTORIALS.glob("*/benchmark.json"))
+    missing = [f.name for f in folders if not (f / "benchmark.json").is_file()]
+    if missing:
+        sys.exit(f"no benchmark.json in: {', '.join(missing)}")
+    root = REPO / "runs" / "tutorials_bench" / time.strftime("%Y%m%d-%H%M%S")
+    rows = []
+    for folder in folders:
+        row = measure(folder, root / folder.name)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"{'tutorial':28} {'measure':13} {'base':>6} {'trained':>8} {'margin':>7} {'train min':>9}")
+    for r in rows:
+        print(f"{r['tutorial']:28} {r['measure']:13} {r['base']:6.3f} {r['trained']:8.3f} {r['margin']:7.2f} "
+              f"{r['train_minutes']:9.1f}{'' if r['improved'] else '  (not improved)'}")
+    print(f"tutorials_improved={sum(r['improved'] for r in rows)}/{len(rows)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
