@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import random
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,18 @@ class Candidate:
     @property
     def key(self) -> str:
         return json.dumps([[s["id"] for s in self.steps], self.path])
+
+    @property
+    def field(self) -> str:
+        """What the question asks for: the answer's field, and for a chain whose first result holds
+        several values that fit the passed argument (price_a, price_b, cheaper_price), which of them."""
+        answer = phrasing.field_name(self.path)
+        if len(self.steps) < 2:
+            return answer
+        link = (self.steps[1].get("inputs_from") or [{}])[0]
+        if link and len(_fitting_paths(self.steps[0], link["argument"])) > 1:
+            return f"{answer} of the {phrasing.field_name(link['path'])}"
+        return answer
 
     @property
     def tools(self) -> list[str]:
@@ -133,10 +146,52 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
     return sorted(found, key=lambda pv: isinstance(pv[1], str))
 
 
-def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
-    """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from."""
+def _words(key: Any) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", str(key).casefold()) if len(w) > 2}
+
+
+def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of the calls fed by one earlier result, fed instead by another tool's call that returned the
+    same value under a key naming the argument: exploration records the first call a value came from
+    (get_gas_price's price of Atlanta), while compare_prices' `cheaper_price` holds it too, so
+    "convert the cheaper of Atlanta and Chicago to therm" is a chain as real as "convert Atlanta's"."""
+    extra: list[dict[str, Any]] = []
     by_id = {row["id"]: row for row in bank}
-    chains: list[list[dict[str, Any]]] = [[row] for row in bank]
+    for row in bank:
+        links = row.get("inputs_from") or []
+        if len(links) != 1 or links[0]["call"] not in by_id:
+            continue
+        link, parent = links[0], by_id[links[0]["call"]]
+        value = row["arguments"].get(link["argument"])
+        for other in bank:
+            if other["tool"] in (row["tool"], parent["tool"]):
+                continue
+            paths = [path for path in _fitting_paths(other, link["argument"])
+                     if values_match(_at(parsed_result(other), path), value)]
+            if paths:  # the most descriptive key: cheaper_price over price_a when both hold the value
+                path = max(paths, key=lambda p: len(_words(p[-1])))
+                extra.append({**row, "id": f"{row['id']}~{other['id']}",
+                              "inputs_from": [{"argument": link["argument"], "call": other["id"], "path": path}]})
+    return extra
+
+
+def _fitting_paths(step: dict[str, Any], argument: str) -> list[list[Any]]:
+    """Paths of numeric or text leaves of a result whose key shares a word with `argument`."""
+    return [path for path, _ in answer_paths(step) if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
+
+
+def _at(node: Any, path: list[Any]) -> Any:
+    for key in path:
+        node = node[key]
+    return node
+
+
+def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
+    """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from
+    (the recorded source of a passed value, or another tool's call that returned it: `other_sources`)."""
+    bank = [*bank, *other_sources(bank)]
+    by_id = {row["id"]: row for row in bank}
+    chains: list[list[dict[str, Any]]] = [[row] for row in bank if "~" not in row["id"]]
     for row in bank:
         links = row.get("inputs_from") or []
         parents = {link["call"] for link in links}
@@ -293,7 +348,7 @@ async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: li
     """The task row for `cand`, or None and the reason it was dropped."""
     opts = cfg.generate.tasks
     mention, hidden = cand.mention(), cand.hidden()
-    field_words = phrasing.field_name(cand.path)
+    field_words = cand.field
     template = phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), field_words,
                                           mention, rng, cand.steps[0].get("description"))
     tries: list[tuple[str, str]] = []

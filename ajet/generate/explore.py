@@ -124,6 +124,7 @@ class Explorer:
         self.free_text: set[tuple[str, str]] = set()
         self.probed: set[tuple[str, str]] = set()
         self.loose: dict[str, Value] = {}
+        self.call_tool: dict[str, str] = {}  # kept call id -> its tool
         self.next_id = 1
         self.report = ExploreReport(tools=len(self.tools))
         wargs = cfg.workflow_args
@@ -145,7 +146,7 @@ class Explorer:
                 pool[key] = value
 
     def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
-        values = sorted(self.pools[(tool.name, spec.name)].values(), key=lambda v: _RANK[v.origin])
+        values = sorted(self.pools[(tool.name, spec.name)].values(), key=lambda v: (_RANK[v.origin], self._own(tool.name, v)))
         if any(v.origin not in ("generic", "wildcard") for v in values):
             # 1, 2.5, 10, 100 only without a hint; a one-letter search always (a description's
             # "full or partial name" names no record)
@@ -154,8 +155,13 @@ class Explorer:
             values = list(self.loose.values())
         return values[: self.opts.max_values_per_argument]
 
+    def _own(self, tool_name: str, value: Value) -> bool:
+        """True for a value this tool returned itself."""
+        return value is not _OMIT and bool(value.source) and self.call_tool.get(value.source.get("call")) == tool_name
+
     def learn_result(self, call_id: str, tool_name: str, result: Any) -> None:
         """Feed the values of a kept result to every argument they fit (and to free-text arguments)."""
+        self.call_tool[call_id] = tool_name
         found = leaves(result, tool_name)
         for tool in self.tools:
             about = significant(tokens(tool.name))
@@ -297,6 +303,10 @@ class Explorer:
                 self.blocked[tool.name] = f"no value found for its argument {spec.name!r}" + (
                     f" (its probe got: {error_pattern(probe)!r})" if probe else "")
                 return []
+            if any(v.origin == "graph" and not self._own(tool.name, v) for v in pool):
+                # another tool's results fit this argument: leave out this tool's own outputs, which
+                # only convert a conversion again, so the budget goes to chains a user asks for
+                pool = [v for v in pool if not self._own(tool.name, v)]
             pools[spec.name] = pool if spec.required else [_OMIT, *pool]
         self.blocked.pop(tool.name, None)
         combos: list[dict[str, Value]] = []
@@ -307,7 +317,7 @@ class Explorer:
             combos.append(_cohere({a: unused[a][(i + j) % len(unused[a])] if a in unused else self.rng.choice(pool)
                                    for j, (a, pool) in enumerate(pools.items())}, pools))
         for _ in range(20 * allowance):
-            combo = {a: self.rng.choice(pool) for a, pool in pools.items()}
+            combo = _cohere({a: self.rng.choice(pool) for a, pool in pools.items()}, pools)
             texts = [v.value for v in combo.values() if isinstance(v.value, str)]
             if len(set(texts)) == len(texts):  # compare Dallas with Dallas: a call, but not a question
                 combos.append(combo)

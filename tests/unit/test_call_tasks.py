@@ -15,7 +15,7 @@ import pytest
 from ajet.config.loader import load_config
 from ajet.errors import GenerateError
 from ajet.generate import phrasing
-from ajet.generate.call_tasks import answer_paths, candidates, generate_call_tasks, schedule
+from ajet.generate.call_tasks import answer_paths, candidates, generate_call_tasks, other_sources, schedule
 from ajet.generate.demos import generate_demos
 from ajet.generate.files import read_rows
 from ajet.judge.tool_reference import ToolReferenceJudge
@@ -84,6 +84,35 @@ def test_chains_follow_inputs_from_and_hide_the_passed_value(bank):
                                      []) == "misses_a_value"  # MMBtu is not said
     assert phrasing.question_problem("Use get_gas_price for Seattle, from MMBtu to GJ?", seattle.mention(),
                                      seattle.hidden(), ["get_gas_price"]) == "names_a_tool"
+
+
+async def test_a_value_another_tool_also_returned_makes_a_chain_from_it_too():
+    """Exploration fed convert_price from get_gas_price(Seattle); compare_prices(Boston, Seattle) returned
+    the same 3.8 as `cheaper_price` (and as `price_b`), so "convert the cheaper one" is a chain as well,
+    its question naming which of the comparison's prices it converts."""
+    async with open_client(str(SERVER)) as client:
+        async def run(call_id: str, tool: str, args: dict, inputs_from: list | None = None) -> dict:
+            outcome = await call_tool(client, tool, args)
+            assert outcome.error is None, outcome.error
+            return {"id": call_id, "tool": tool, "arguments": args, "content": outcome.content,
+                    "result": outcome.result, "origin": {}, "inputs_from": inputs_from or []}
+
+        rows = [await run("c1", "get_gas_price", {"city": "Seattle"}),
+                await run("c2", "convert_price", {"price": 3.8, "from_unit": "MMBtu", "to_unit": "GJ"},
+                          [{"argument": "price", "call": "c1", "path": ["price_usd_per_mmbtu"]}]),
+                await run("c3", "compare_prices", {"city_a": "Boston", "city_b": "Seattle"})]
+    extra = other_sources(rows)
+    assert [(e["id"], e["inputs_from"]) for e in extra] == [
+        ("c2~c3", [{"argument": "price", "call": "c3", "path": ["cheaper_price"]}])]  # over price_b: more precise
+    chains = {tuple(c.tools): c for c in candidates(rows) if len(c.steps) == 2 and c.path == ["converted_price"]}
+    assert set(chains) == {("get_gas_price", "convert_price"), ("compare_prices", "convert_price")}
+    compared = chains[("compare_prices", "convert_price")]
+    assert compared.value == pytest.approx(3.6017)
+    assert compared.mention() == {"city_a": "Boston", "city_b": "Seattle", "from_unit": "MMBtu", "to_unit": "GJ"}
+    assert 3.8 in compared.hidden()
+    # the comparison returns three prices that fit `price`: the question says which one
+    assert compared.field == "converted price of the cheaper price"
+    assert chains[("get_gas_price", "convert_price")].field == "converted price"  # one price: nothing to say
 
 
 def test_template_questions_always_pass_the_checks_and_the_schedule_spreads(bank):

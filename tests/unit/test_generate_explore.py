@@ -86,9 +86,16 @@ async def test_energy_server_every_tool_works_values_come_from_their_sources(tmp
         assert link["argument"] == "price" and link["path"] == ["price_usd_per_mmbtu"]
         assert call["arguments"]["price"] == ids[link["call"]]["result"]["price_usd_per_mmbtu"]
         assert call["origin"]["price"] == "graph"
-    # ... in USD per MMBtu, as its key says: every city's price is converted from MMBtu at least once.
+    # ... in USD per MMBtu, as its key says: every city's price is converted from MMBtu at least once,
+    # and never from another unit (random combinations are made coherent too).
     assert {c["arguments"]["price"] for c, _ in chained if c["arguments"]["from_unit"] == "MMBtu"} == {
         k["result"]["price_usd_per_mmbtu"] for k in prices}
+    assert {c["arguments"]["from_unit"] for c, _ in chained} == {"MMBtu"}
+    # Another tool's prices fit `price`, so the budget goes to those chains, not to converting a
+    # conversion again (convert_price fed its own output).
+    assert len(chained) >= 30
+    assert not [k for k in by_tool["convert_price"] for link in k["inputs_from"]
+                if ids[link["call"]]["tool"] == "convert_price"]
 
 
 async def test_energy_resume_runs_nothing_twice(tmp_path):
