@@ -30,6 +30,15 @@ class ToolRetrievalArgs(BaseModel):
                        "has no more).")
     retriever: str = Field("bm25", description="'bm25' (lexical, no training) or the folder of a retriever "
                            "trained by `ajet train-retriever` (relative paths resolve against the YAML).")
+    include_reference: bool = Field(False, description="Evaluation only: the task's reference tools "
+                                    "(answer.calls names) always among the top_k, each missing one in place of "
+                                    "the lowest ranked: the oracle that shows what retrieval misses cost the agent.")
+
+
+def reference_tools(answer: Any) -> list[str]:
+    """Tool names of a task's reference calls (`answer: {calls: [{name, ...}]}`); [] when it has none."""
+    calls = answer.get("calls") if isinstance(answer, dict) else None
+    return [c["name"] for c in calls or [] if isinstance(c, dict) and isinstance(c.get("name"), str)]
 
 
 class ToolRetrieval:
@@ -42,9 +51,10 @@ class ToolRetrieval:
         # episodes select from worker threads: the first ones must not load and index side by side
         self._lock = threading.Lock()
 
-    def select(self, tools: list[dict[str, Any]], query: str, base_dir: str | Path | None) -> list[dict[str, Any]]:
-        """The top_k specs of `tools` for `query`, best first. Blocking (it may load and index): call
-        it from a thread."""
+    def select(self, tools: list[dict[str, Any]], query: str, base_dir: str | Path | None,
+               reference: list[str] | None = None) -> list[dict[str, Any]]:
+        """The top_k specs of `tools` for `query`, best first (with the `reference` tool names when
+        include_reference is on). Blocking (it may load and index): call it from a thread."""
         names = tuple(check_tools(tools))
         with self._lock:
             if self._retriever is None:
@@ -52,4 +62,5 @@ class ToolRetrieval:
             if self._indexed != names:
                 self._retriever.index(tools)
                 self._indexed = names
-            return select_tools(self._retriever, tools, query, self.args.top_k)
+            include = reference if self.args.include_reference else None
+            return select_tools(self._retriever, tools, query, self.args.top_k, include)

@@ -26,9 +26,17 @@ def load_retriever(spec: str, base_dir: str | Path | None = None) -> Retriever:
     return EmbeddingRetriever.load(path)
 
 
-def select_tools(retriever: Retriever, tools: list[dict[str, Any]], query: str, k: int) -> list[dict[str, Any]]:
-    """The specs of the k tools best for `query`, best first (all of them when there are no more than k)."""
+def select_tools(retriever: Retriever, tools: list[dict[str, Any]], query: str, k: int,
+                 include: list[str] | None = None) -> list[dict[str, Any]]:
+    """The specs of the k tools best for `query`, best first (all of them when there are no more than k).
+    include: tool names that must be among the k (the task's reference tools, for an oracle comparison):
+    each one missing takes the place of the lowest ranked, the others keep their order."""
     if len(tools) <= k:
         return list(tools)
     by_name = {tool_name(t): t for t in tools}
-    return [by_name[name] for name in retriever.top_k(query, k)]
+    names = retriever.top_k(query, k)
+    wanted = [n for n in dict.fromkeys(include or []) if n in by_name][:k]
+    if wanted:
+        kept = [n for n in names if n not in wanted][: k - len(wanted)]
+        names = [n for n in names if n in kept or n in wanted] + [n for n in wanted if n not in names]
+    return [by_name[name] for name in names]

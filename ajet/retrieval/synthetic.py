@@ -8,7 +8,7 @@ retriever must learn the vocabulary rather than match words. Held-out queries us
 frames and other places than the training ones.
 
     python -m ajet.retrieval.synthetic OUT_DIR [--commodities 10 --measures 10 --scopes 10]
-    # writes tools.json, train.jsonl and heldout.jsonl (tasks: query + answer.calls[0].name)
+    # writes tools.json, train.jsonl and heldout.jsonl (tasks: query + answer.calls[0]: name, arguments)
 """
 
 from __future__ import annotations
@@ -99,18 +99,17 @@ def build_tools(commodities: int = 10, measures: int = 10, scopes: int = 10) -> 
     return tools
 
 
-def _queries(tool: str, frames: list[str], places_at: int, n: int, rng: random.Random) -> list[str]:
+def _queries(tool: str, frames: list[str], places_at: int, n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """Up to n distinct (query, place) pairs for `tool`."""
     _, c, m, s = _parts(tool)
-    out: list[str] = []
+    out: dict[str, str] = {}
     for _ in range(n * 4):  # a few draws per wanted query: repeats are dropped
-        text = rng.choice(frames).format(c=rng.choice(COMMODITIES[c][1]), m=rng.choice(MEASURES[m][1]),
-                                         p=rng.choice(SCOPES[s][places_at]))
-        text = text[0].upper() + text[1:]
-        if text not in out:
-            out.append(text)
+        place = rng.choice(SCOPES[s][places_at])
+        text = rng.choice(frames).format(c=rng.choice(COMMODITIES[c][1]), m=rng.choice(MEASURES[m][1]), p=place)
+        out.setdefault(text[0].upper() + text[1:], place)
         if len(out) == n:
             break
-    return out
+    return list(out.items())
 
 
 def _parts(tool: str) -> tuple[str, str, str, str]:
@@ -123,14 +122,16 @@ def _parts(tool: str) -> tuple[str, str, str, str]:
 
 def build_queries(tools: list[dict[str, Any]], train_per_tool: int = 3, heldout_per_tool: int = 1,
                   seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(train tasks, held-out tasks), each {task_id, query, answer: {calls: [{name}]}}; same seed, same rows."""
+    """(train tasks, held-out tasks), each {task_id, query, answer: {calls: [{name, arguments}]}}, the
+    argument being the place the query names; same seed, same rows."""
     rng = random.Random(seed)
     train, heldout = [], []
     for tool in tools:
-        name = tool["function"]["name"]
+        name, param = tool["function"]["name"], tool["function"]["parameters"]["required"][0]
         for split, frames, at, n in ((train, TRAIN_FRAMES, 2, train_per_tool), (heldout, HELDOUT_FRAMES, 3, heldout_per_tool)):
-            for q in _queries(name, frames, at, n, rng):
-                split.append({"task_id": f"{name}-{len(split)}", "query": q, "answer": {"calls": [{"name": name}]}})
+            for q, place in _queries(name, frames, at, n, rng):
+                split.append({"task_id": f"{name}-{len(split)}", "query": q,
+                              "answer": {"calls": [{"name": name, "arguments": {param: place}}]}})
     return train, heldout
 
 

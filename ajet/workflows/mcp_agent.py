@@ -34,7 +34,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.errors import ConfigError
-from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs
+from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs, reference_tools
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, record_error
 from ajet.workflow import Task, Workflow, WorkflowOutput
 from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
@@ -105,7 +105,8 @@ class McpAgent(Workflow):
         async with open_client(args.server, self.base_dir) as mcp:
             tools = await list_openai_tools(mcp)
             if self.retrieval:
-                tools = await asyncio.to_thread(self.retrieval.select, tools, task.query, self.base_dir)
+                tools = await asyncio.to_thread(self.retrieval.select, tools, task.query, self.base_dir,
+                                                reference_tools(task.answer))
             for turn in range(max_turns):
                 choice = args.first_tool_choice if turn == 0 and args.first_tool_choice else args.tool_choice
                 try:

@@ -174,6 +174,26 @@ async def test_agent_offers_only_top_k_tools(llm):
     assert out.tool_calls[0]["result"]["tool"] == "get_gas_price_state"
 
 
+async def test_include_reference_puts_the_reference_tool_in_place_of_the_lowest_ranked(llm):
+    """The oracle of the benchmark: a reference tool the retriever missed replaces its last pick; one it
+    found stays where it ranked; without the key, the task's reference changes nothing."""
+    query = "natural gas price for a state"
+    for include, answer, offered in [
+        (True, {"calls": [{"name": "get_water_price_city"}]}, ["get_gas_price_state", "get_water_price_city"]),
+        (True, {"calls": [{"name": "get_gas_price_city"}]}, ["get_gas_price_state", "get_gas_price_city"]),
+        (True, None, ["get_gas_price_state", "get_gas_price_city"]),
+        (False, {"calls": [{"name": "get_water_price_city"}]}, ["get_gas_price_state", "get_gas_price_city"]),
+    ]:
+        llm.requests.clear()
+        llm.script = [{"content": "ok"}]
+        workflow = McpAgent(server="many_tools_server.py",
+                            tool_retrieval={"top_k": 2, "retriever": "bm25", "include_reference": include})
+        workflow.base_dir = SERVERS
+        tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
+        await workflow.execute(Task(task_id="t", query=query, answer=answer), tuner)
+        assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == offered, (include, answer)
+
+
 async def test_indexing_runs_off_the_event_loop_once_for_concurrent_episodes(llm, monkeypatch):
     """Loading and indexing a retriever takes seconds (an encoder over a thousand tools): it runs in a
     thread, so other episodes and the gateway keep going, and concurrent first episodes index once."""
@@ -185,14 +205,19 @@ async def test_indexing_runs_off_the_event_loop_once_for_concurrent_episodes(llm
 
     def slow_index(self, tools):
         indexed.append(len(tools))
-        time.sleep(0.6)
+        time.sleep(1.5)
         real_index(self, tools)
 
     monkeypatch.setattr(BM25Retriever, "index", slow_index)
-    llm.script = [{"content": "ok"}] * 3
+    llm.script = [{"content": "ok"}] * 4
+    tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
+    # the server file is imported (fastmcp and all) on the first episode: seconds on a loaded machine,
+    # and not what this test is about, so one episode without retrieval imports it first
+    warm = McpAgent(server="many_tools_server.py")
+    warm.base_dir = SERVERS
+    await warm.execute(Task(task_id="warm", query="hello"), tuner)
     workflow = McpAgent(server="many_tools_server.py", tool_retrieval={"top_k": 2, "retriever": "bm25"})
     workflow.base_dir = SERVERS
-    tuner = Tuner(llm.base_url, "policy", issue_key=lambda a: f"key-{a}", max_turns=4)
     gaps, done = [], asyncio.Event()
 
     async def heartbeat():
@@ -208,7 +233,9 @@ async def test_indexing_runs_off_the_event_loop_once_for_concurrent_episodes(llm
     done.set()
     await beat
     assert len(indexed) == 1 and all(len(o.metadata["tools"]) == 2 for o in outs)
-    assert max(gaps) < 0.45  # the loop never stood still for the 0.6 s index
+    # the loop never stood still for the 1.5 s index (other stalls stay well under 1 s even on a
+    # loaded 2-core machine, where a 0.1 s piece of work can take 0.6 s of wall time)
+    assert max(gaps) < 1.0
 
 
 @pytest.mark.parametrize("args, message", [
