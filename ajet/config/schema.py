@@ -123,6 +123,12 @@ MIN_TEMPERATURE = 1e-5
 MAX_TEMPERATURE = 100.0
 
 
+def check_task_weights(value: dict[str, float] | None) -> dict[str, float] | None:
+    if value is not None and (any(w < 0 for w in value.values()) or sum(value.values()) <= 0):
+        raise ValueError(f"task weights must be >= 0 with at least one positive, got {value}")
+    return value
+
+
 class RolloutConfig(_Section):
     group_size: int = Field(4, ge=1, description="Episodes per task (the GRPO group).")
     batch_tasks: int = Field(8, ge=1, description="Tasks per rollout batch (per RL step).")
@@ -135,6 +141,14 @@ class RolloutConfig(_Section):
     max_prompt_tokens: int = Field(4096, ge=16, description="Prompts longer than this are refused (HTTP 400).")
     episode_timeout_s: float = Field(120, gt=0, description="An episode running longer is cancelled and counted failed.")
     retries: int = Field(1, ge=0, description="Extra attempts for an episode that raised or timed out.")
+    task_weights: dict[str, float] | None = Field(
+        None, description="RL stages: sample the train tasks by each task's metadata.category, category -> weight "
+        "(shares of the tasks; tasks of unlisted categories are left out). None: every task alike. Debug backbone.")
+
+    @field_validator("task_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return check_task_weights(value)
 
     @field_validator("temperature", "val_temperature")
     @classmethod
@@ -226,9 +240,7 @@ class SftConfig(_Section):
     @field_validator("task_weights")
     @classmethod
     def _weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        if value is not None and (any(w < 0 for w in value.values()) or sum(value.values()) <= 0):
-            raise ValueError(f"task weights must be >= 0 with at least one positive, got {value}")
-        return value
+        return check_task_weights(value)
 
 
 class DpoConfig(_Section):

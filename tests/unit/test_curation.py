@@ -121,3 +121,27 @@ def test_the_debug_backbone_trains_on_the_curated_rows_and_feeds_the_buffer(tmp_
     samples, _, again = curated_sft_samples(cfg.sft, ChatRenderer(load_tokenizer(cfg)), tmp_path / "run", 0,
                                             loss_fn=None)
     assert again["selected"] == report["selected"] and len(samples) == 5 and ReplayBuffer(buffer, 10).seen == 5
+
+
+def test_grpo_samples_its_tasks_by_rollout_task_weights(tmp_path: Path):
+    """rollout.task_weights: one GRPO step on the tiny model draws only the weighted category's tasks;
+    weights naming no task's category and swift's GRPO are clear errors."""
+    rows = [json.loads(line) for line in (TOOL_YAML.parent / "train.jsonl").read_text().splitlines()[:8]]
+    for n, row in enumerate(rows):
+        row["metadata"] = {**(row.get("metadata") or {}), "category": "price" if n < 3 else "other"}
+    tasks = tmp_path / "train.jsonl"
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = ["model.path=tiny-random", "algorithm=grpo", f"task_reader.train={tasks}", "trainer.steps=1",
+                 "rollout.batch_tasks=4", "rollout.group_size=2", "rollout.max_tokens_per_turn=8", "rollout.max_turns=1",
+                 "+rollout.task_weights.price=1", f"output_dir={tmp_path / 'run'}"]
+    run_backbone(load_config(TOOL_YAML, overrides))
+    episodes = [json.loads(line) for line in (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 8
+    # the 3 'price' tasks fill all 8 places of the mix; a batch of 4 takes 4 of them (one repeated)
+    assert {e["task"]["metadata"]["category"] for e in episodes} == {"price"}
+    with pytest.raises(ConfigError, match="selects no train task"):
+        run_backbone(load_config(TOOL_YAML, [*overrides[:-2], "+rollout.task_weights.nothing=1",
+                                             f"output_dir={tmp_path / 'run2'}"]))
+    with pytest.raises(ConfigError, match="rollout.task_weights is applied by the debug backbone only"):
+        from ajet.backbone.swift.args import refuse_unsupported
+        refuse_unsupported(load_config(TOOL_YAML, [*overrides[:-1]], backbone="swift"))

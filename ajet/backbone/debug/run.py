@@ -33,13 +33,14 @@ from ajet.backbone.stop import check as check_stop
 from ajet.backbone.stop import run_async
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
-from ajet.errors import CheckpointError
+from ajet.errors import CheckpointError, ConfigError
 from ajet.rollout.validation import evaluate
 from ajet.render import ChatRenderer
 from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.runlock import RunLock
 from ajet.task_reader import read_tasks
+from ajet.trainer.curation import weighted_mix
 from ajet.trainer.checkpoint import latest_checkpoint, load_checkpoint, read_state, save_checkpoint
 from ajet.trainer.optim import build_optimizer, build_scheduler
 from ajet.trainer.policy import load_policy
@@ -264,7 +265,17 @@ class DebugRun:
 
     def _train_tasks(self):
         if not hasattr(self, "_tasks"):
-            self._tasks = read_tasks(self.cfg.task_reader, "train", self.cfg.base_dir).tasks
+            tasks = read_tasks(self.cfg.task_reader, "train", self.cfg.base_dir).tasks
+            weights = self.cfg.rollout.task_weights
+            if weights:  # the RL mix by category: a task list of the same size, repeats where a share asks
+                picked, taken = weighted_mix([t.metadata.get("category") for t in tasks], weights, len(tasks),
+                                             self.cfg.trainer.seed)
+                if not picked:
+                    raise ConfigError(f"rollout.task_weights {weights} selects no train task: no task's "
+                                      f"metadata.category is one of {sorted(weights)}")
+                console.print(f"rollout.task_weights: {len(picked)} tasks by category {taken}")
+                tasks = [tasks[i] for i in picked]
+            self._tasks = tasks
         return self._tasks
 
     async def _rl_step(self, stack: RolloutStack) -> dict[str, Any]:

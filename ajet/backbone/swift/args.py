@@ -92,6 +92,9 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if "sft" in cfg.stages and cfg.sft.curated:
         raise ConfigError("sft.task_weights, sft.coreset and sft.replay are applied by the debug backbone only (they choose rows "
                           "with the policy's own losses in-process); train SFT with --backbone=debug, or remove them")
+    if cfg.rollout.task_weights and any(stage != "sft" for stage in cfg.stages):
+        raise ConfigError("rollout.task_weights is applied by the debug backbone only (swift's GRPO samples its "
+                          "dataset itself); use --backbone=debug, or remove it")
     if cfg.trainer.eval_every:
         raise ConfigError("invalid config: trainer.eval_every is not supported by the swift backbone (the rollouts "
                           "run inside swift's trainer); set it to 0 and evaluate a checkpoint with `ajet eval --model "
