@@ -104,8 +104,10 @@ def _queries(tool: str, frames: list[str], places_at: int, n: int, rng: random.R
     _, c, m, s = _parts(tool)
     out: dict[str, str] = {}
     for _ in range(n * 4):  # a few draws per wanted query: repeats are dropped
+        # drawn in this order (frame, commodity, measure, place) since the first version: same seed, same rows
+        frame, commodity, measure = rng.choice(frames), rng.choice(COMMODITIES[c][1]), rng.choice(MEASURES[m][1])
         place = rng.choice(SCOPES[s][places_at])
-        text = rng.choice(frames).format(c=rng.choice(COMMODITIES[c][1]), m=rng.choice(MEASURES[m][1]), p=place)
+        text = frame.format(c=commodity, m=measure, p=place)
         out.setdefault(text[0].upper() + text[1:], place)
         if len(out) == n:
             break
