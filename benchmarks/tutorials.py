@@ -32,7 +32,7 @@ TUTORIALS = REPO / "tutorial"
 def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None = None) -> dict:
     command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
     if model is not None:
-        command[3:3] = ["--model", str(model)]
+        command[2:2] = ["--model", str(model)]
     subprocess.run(command, check=True)
     return json.loads((out / "eval.json").read_text())
 
