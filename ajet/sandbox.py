@@ -12,8 +12,9 @@ What each run gets, and what it guarantees:
 - No network: the hook refuses creating sockets and resolving names. Where `unshare --net` works (root,
   or unprivileged user namespaces), the child also runs in an empty network namespace, so native code
   that bypasses Python has no network either; `network_isolation` in the result says which applied.
-- No new processes: the hook refuses os.fork/forkpty, exec*, spawn*, posix_spawn, system, subprocess and
-  imports of ctypes/_posixsubprocess (which could go around it). RLIMIT_NPROC=0 is set as well, which
+- No new processes: the hook refuses os.fork/forkpty, exec*, spawn*, posix_spawn, system, subprocess,
+  importing _posixsubprocess, and ctypes symbol lookups and foreign calls (which could go around it;
+  importing ctypes stays allowed, numpy and sympy need it). RLIMIT_NPROC=0 is set as well, which
   the kernel enforces for non-root users only (root ignores it), so under root the hook is the guard.
 - Limits (resource.setrlimit in the child): RLIMIT_AS (memory; allocations beyond it raise
   MemoryError), RLIMIT_CPU (CPU seconds, then SIGKILL), RLIMIT_FSIZE (largest file it may write).
@@ -63,7 +64,10 @@ NET = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", 
 PATH_EVENTS = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.symlink": 2, "os.link": 2,
                "os.chmod": 1, "os.chown": 1, "os.truncate": 1, "os.utime": 1, "shutil.rmtree": 1,
                "os.chflags": 1, "os.setxattr": 1, "os.removexattr": 1}
-NO_IMPORT = {"ctypes", "_ctypes", "_posixsubprocess", "multiprocessing", "_multiprocessing"}
+NO_IMPORT = {"_posixsubprocess"}  # a fresh copy would bring back the fork_exec replaced below
+# ctypes may be imported (numpy and sympy do) but not used to reach C functions: no symbol lookups,
+# no calls through function pointers, no libraries beyond the process itself.
+CTYPES = {"ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function"}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _write, _realpath, _fspath = os.write, os.path.realpath, os.fspath
 
@@ -88,7 +92,7 @@ def _hook(event, args):
         _refuse("network", event)
     elif event == "import" and args[0].split(".")[0] in NO_IMPORT:
         _refuse("process", "import " + args[0])
-    elif event == "ctypes.dlopen":
+    elif event in CTYPES or (event == "ctypes.dlopen" and args[0] is not None):
         _refuse("process", event)
     elif event == "open":
         path, mode, flags = args
@@ -102,6 +106,12 @@ def _hook(event, args):
     elif event in ("os.kill", "os.killpg") and args[0] not in (0, os.getpid()):
         _refuse("process", event)
 
+import _posixsubprocess  # its fork_exec raises no audit event (3.11): replace it before the code can reach it
+
+def _no_fork_exec(*args, **kwargs):
+    _refuse("process", "_posixsubprocess.fork_exec")
+
+_posixsubprocess.fork_exec = _no_fork_exec
 source = open(cfg["main"], encoding="utf-8").read()
 sys.argv = [cfg["main"]]
 sys.addaudithook(_hook)
