@@ -50,3 +50,23 @@ def test_replayed_consultations_score_as_computed_by_hand(tmp_path: Path) -> Non
     patient = [m["content"] for m in episodes[0]["messages"] if m["role"] == "user"][1:]
     assert patient == list(val[0]["answer"]["facts"].values())  # the scripted patient revealed each fact
     assert all(len(e["samples"]) == 1 for e in episodes)  # each multi-turn consultation merged into one sample
+
+
+def test_the_patient_can_be_a_model_behind_ajet_serve(tmp_path: Path) -> None:
+    """workflow_args.patient=llm against a real `ajet serve` (the tiny model as the patient): its replies
+    come back as the patient's turns; the score still reads only the doctor's questions."""
+    from tests.e2e.serve_process import ajet_serve
+
+    val = [json.loads(line) for line in (FOLDER / "val.jsonl").read_text().splitlines()[:1]]
+    doctor = ["How long have you had it?", "How severe is it, from 1 to 10?", "Advice: rest."]
+    (tmp_path / "script.json").write_text(json.dumps([{"text": t} for t in doctor]))
+    (tmp_path / "val.jsonl").write_text(json.dumps(val[0]) + "\n")
+    with ajet_serve("tiny-random", tmp_path / "serve.log", "--max-tokens", "8", served_name="patient") as url:
+        _ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
+              f"engine.replay_file={tmp_path / 'script.json'}", f"task_reader.val={tmp_path / 'val.jsonl'}",
+              "workflow_args.patient=llm", f"workflow_args.patient_base_url={url}", "workflow_args.patient_model=patient",
+              f"output_dir={tmp_path / 'eval'}")
+    episode = json.loads((tmp_path / "eval" / "eval_episodes.jsonl").read_text().splitlines()[0])
+    assert episode["error"] is None and episode["metrics"] == {"patient_failures": 0.0}
+    assert [m["role"] for m in episode["messages"]] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert episode["reward"] == pytest.approx(0.8 * 2 / 4 + 0.2)  # 2 of the 4 hidden topics asked, then advice

@@ -77,11 +77,11 @@ class DoctorAgent(Workflow):
         if self.patient == "scripted":
             return scripted_answer(question, facts)
         client = openai.AsyncOpenAI(base_url=self.kwargs["patient_base_url"],
-                                    api_key=str(self.kwargs.get("patient_api_key", "EMPTY")), max_retries=1, timeout=60)
+                                    api_key=str(self.kwargs.get("patient_api_key") or "EMPTY"), max_retries=1, timeout=60)
         async with client:
             record = "\n".join(f"- {fact}" for fact in facts.values())
             response = await client.chat.completions.create(
-                model=str(self.kwargs.get("patient_model", "patient")), max_tokens=48, temperature=0.0,
+                model=str(self.kwargs.get("patient_model") or "patient"), max_tokens=48, temperature=0.0,
                 messages=[{"role": "system", "content": PATIENT_PROMPT.format(complaint=task.query, record=record)},
                           {"role": "user", "content": clean(question)}])
         return clean(response.choices[0].message.content or "") or "I don't know."
