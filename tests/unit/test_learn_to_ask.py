@@ -14,9 +14,10 @@ from ajet.judge import build_judge
 from ajet.plugins import load_object
 
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_learn_to_ask"
-DoctorAgent = load_object(f"{FOLDER / 'agent.py'}:DoctorAgent")  # puts the folder on sys.path
+# By file path (each tutorial has its own agent.py and make_data.py); it puts the folder on sys.path too.
+DoctorAgent = load_object(f"{FOLDER / 'agent.py'}:DoctorAgent")
+build = load_object(f"{FOLDER / 'make_data.py'}:build")
 import consult  # noqa: E402
-import make_data  # noqa: E402
 
 FACTS = {"duration": "It started 3 days ago.", "fever": "No, I have no fever.", "breathing": "Breathing is fine."}
 TASK = Task(task_id="c", query="Hello doctor. I'm 40. I've had a bad cough.",
@@ -61,7 +62,7 @@ def test_rule_score_by_hand() -> None:
 
 
 def test_shipped_data_is_what_the_script_makes_and_demonstrations_score_full(tmp_path: Path) -> None:
-    make_data.build(tmp_path)
+    build(tmp_path)
     for name in ("train", "val", "sft"):
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
     rows = {n: [json.loads(line) for line in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in ("train", "val", "sft")}
