@@ -53,70 +53,77 @@ _BLOCKED = re.compile(r"\[ajet sandbox\] blocked: (\w+)")
 # Each refusal is written to fd 2 before raising, so the parent counts it even when the code catches it.
 _BOOTSTRAP = r"""
 import json, os, resource, sys, traceback
-cfg = json.loads(sys.argv[1])
-for name, (soft, hard) in cfg["rlimits"].items():
-    resource.setrlimit(getattr(resource, name), (soft, hard))
-ROOT = os.path.realpath(cfg["root"]) + os.sep
-FORK = {"os.fork", "os.forkpty", "os.exec", "os.spawn", "os.posix_spawn", "os.system", "subprocess.Popen",
-        "os.startfile", "_posixsubprocess.fork_exec"}
-NET = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
-       "socket.gethostbyaddr", "socket.sendto", "socket.sendmsg", "socket.socketpair"}
-PATH_EVENTS = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.symlink": 2, "os.link": 2,
-               "os.chmod": 1, "os.chown": 1, "os.truncate": 1, "os.utime": 1, "shutil.rmtree": 1,
-               "os.chflags": 1, "os.setxattr": 1, "os.removexattr": 1}
-NO_IMPORT = {"_posixsubprocess"}  # a fresh copy would bring back the fork_exec replaced below
-# ctypes may be imported (numpy and sympy do) but not used to reach C functions: no symbol lookups,
-# no calls through function pointers, no libraries beyond the process itself.
-CTYPES = {"ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function"}
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_write, _realpath, _fspath = os.write, os.path.realpath, os.fspath
 
-def _refuse(kind, what):
-    _write(2, f"[ajet sandbox] blocked: {kind} ({what})\n".encode())
-    raise PermissionError(f"[ajet sandbox] {kind} is not allowed here ({what})")
 
-def _inside(path):
-    if isinstance(path, int):
-        return True  # an fd: it was opened through this hook
-    try:
-        full = _realpath(_fspath(path))
-    except (TypeError, ValueError):
-        return False
-    full = full.decode() if isinstance(full, bytes) else full
-    return full + os.sep == ROOT or full.startswith(ROOT) or full == "/dev/null"
+def _contain(cfg):
+    # Everything the hook reads lives in this closure, not in module globals the code could rebind
+    # (`import __main__; __main__.ROOT = "/"`).
+    for name, (soft, hard) in cfg["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    root = os.path.realpath(cfg["root"]) + os.sep
+    fork = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.system", "subprocess.Popen", "os.startfile"})
+    net = frozenset({"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
+                     "socket.gethostbyaddr", "socket.sendto", "socket.sendmsg", "socket.socketpair"})
+    path_events = {"os.remove": 1, "os.rename": 2, "os.rmdir": 1, "os.mkdir": 1, "os.symlink": 2, "os.link": 2,
+                   "os.chmod": 1, "os.chown": 1, "os.truncate": 1, "os.utime": 1, "shutil.rmtree": 1,
+                   "os.chflags": 1, "os.setxattr": 1, "os.removexattr": 1}
+    # ctypes may be imported (numpy and sympy do) but not used to reach C functions: no symbol lookups,
+    # no calls through function pointers, no libraries beyond the process itself.
+    ctypes_events = frozenset({"ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function"})
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    write, realpath, fspath, getpid = os.write, os.path.realpath, os.fspath, os.getpid
 
-def _hook(event, args):
-    if event in FORK or event.startswith("os.exec") or event.startswith("os.spawn"):
-        _refuse("process", event)
-    elif event in NET:
-        _refuse("network", event)
-    elif event == "import" and args[0].split(".")[0] in NO_IMPORT:
-        _refuse("process", "import " + args[0])
-    elif event in CTYPES or (event == "ctypes.dlopen" and args[0] is not None):
-        _refuse("process", event)
-    elif event == "open":
-        path, mode, flags = args
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & WRITE_FLAGS)
-        if writes and not _inside(path):
-            _refuse("write", repr(path))
-    elif event in PATH_EVENTS:
-        for path in args[:PATH_EVENTS[event]]:
-            if not _inside(path):
-                _refuse("write", f"{event} {path!r}")
-    elif event in ("os.kill", "os.killpg") and args[0] not in (0, os.getpid()):
-        _refuse("process", event)
+    def refuse(kind, what):
+        write(2, f"[ajet sandbox] blocked: {kind} ({what})\n".encode())
+        raise PermissionError(f"[ajet sandbox] {kind} is not allowed here ({what})")
 
-import _posixsubprocess  # its fork_exec raises no audit event (3.11): replace it before the code can reach it
+    def inside(path):
+        if isinstance(path, int):
+            return True  # an fd: it was opened through this hook
+        try:
+            full = realpath(fspath(path))
+        except (TypeError, ValueError):
+            return False
+        full = full.decode() if isinstance(full, bytes) else full
+        return full + "/" == root or full.startswith(root) or full == "/dev/null"
 
-def _no_fork_exec(*args, **kwargs):
-    _refuse("process", "_posixsubprocess.fork_exec")
+    def hook(event, args):
+        if event in fork or event.startswith(("os.exec", "os.spawn")):
+            refuse("process", event)
+        elif event in net:
+            refuse("network", event)
+        elif event == "import" and args[0] == "_posixsubprocess":  # a fresh copy would bring fork_exec back
+            refuse("process", "import " + args[0])
+        elif event in ctypes_events or (event == "ctypes.dlopen" and args[0] is not None):
+            refuse("process", event)
+        elif event == "open":
+            path, mode, flags = args
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
+            if writes and not inside(path):
+                refuse("write", repr(path))
+        elif event in path_events:
+            for path in args[:path_events[event]]:
+                if not inside(path):
+                    refuse("write", f"{event} {path!r}")
+        elif event in ("os.kill", "os.killpg") and args[0] not in (0, getpid()):
+            refuse("process", event)
 
-_posixsubprocess.fork_exec = _no_fork_exec
-source = open(cfg["main"], encoding="utf-8").read()
-sys.argv = [cfg["main"]]
-sys.addaudithook(_hook)
+    import _posixsubprocess  # its fork_exec raises no audit event (3.11): replace it before the code runs
+
+    def no_fork_exec(*args, **kwargs):
+        refuse("process", "_posixsubprocess.fork_exec")
+
+    _posixsubprocess.fork_exec = no_fork_exec
+    sys.addaudithook(hook)
+
+
+_cfg = json.loads(sys.argv[1])
+_source = open(_cfg["main"], encoding="utf-8").read()
+sys.argv = [_cfg["main"]]
+_contain(_cfg)
+del _contain, _cfg
 try:
-    exec(compile(source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    exec(compile(_source, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 except SystemExit:
     raise
 except BaseException as exc:  # the traceback of the user's code only, without this bootstrap's frames

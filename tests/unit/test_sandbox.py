@@ -136,3 +136,10 @@ async def test_async_runs_overlap() -> None:
     results = await asyncio.gather(*(run_python_async("import time\ntime.sleep(1)\nprint(7)") for _ in range(4)))
     assert [r.stdout for r in results] == ["7\n"] * 4
     assert time.monotonic() - started < 3.5  # four 1-second programs, not run one after another
+
+
+def test_the_guard_cannot_be_rebound_from_main(tmp_path: Path) -> None:
+    target = tmp_path / "escape.txt"
+    code = f"import __main__\n__main__.ROOT = '/'\n__main__.root = '/'\nopen({str(target)!r}, 'w').write('x')"
+    result = run_python(code, FAST)
+    assert result.blocked == ["write"] and not target.exists()
