@@ -5,6 +5,7 @@ multi-turn merging, scripted patient and judge run and the reward is the hand-co
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ YAML = FOLDER / "learn_to_ask.yaml"
 
 
 def _ajet(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args], capture_output=True, text=True, timeout=300, cwd="/")
+    # The tiny model gains nothing from more threads; on a busy machine extra ones only spin.
+    proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args], capture_output=True, text=True, timeout=300, cwd="/",
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
 
