@@ -85,6 +85,7 @@ class KeyRegistry:
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[EpisodeSession, str]] = {}
         self._sessions: dict[str, EpisodeSession] = {}
+        self._issuers: dict[str, Callable[[str], str]] = {}
         self._lock = threading.Lock()
 
     def open(self, session: EpisodeSession) -> Callable[[str], str]:
@@ -105,7 +106,24 @@ class KeyRegistry:
                     self._by_key[key] = (session, agent)
                 return key
 
+        with self._lock:
+            self._issuers[session.episode_id] = issue_key
         return issue_key
+
+    def issue_for(self, key: str | None, agent: str) -> str | None:
+        """A key for `agent` in the episode that `key` belongs to (a Ray worker's Tuner asks the gateway
+        for its other agents' keys); None when `key` is unknown or finished."""
+        found = self.resolve(key)
+        if found is None:
+            return None
+        with self._lock:
+            issuer = self._issuers.get(found[0].episode_id)
+        if issuer is None:
+            return None
+        try:
+            return issuer(agent)
+        except RuntimeError:  # the episode finished between the two looks
+            return None
 
     def resolve(self, key: str | None) -> tuple[EpisodeSession, str] | None:
         if not key:
@@ -117,6 +135,7 @@ class KeyRegistry:
         """Finish an episode: its keys stop working at once."""
         with self._lock:
             session = self._sessions.pop(episode_id, None)
+            self._issuers.pop(episode_id, None)
             if session is not None:
                 for key in session.keys.values():
                     self._by_key.pop(key, None)

@@ -69,6 +69,8 @@ class Gateway:
         self.router = APIRouter()
         self.router.add_api_route("/v1/models", self.list_models, methods=["GET"])
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
+        self.router.add_api_route("/v1/ajet/keys", self.agent_key, methods=["POST"])
+        self.exposed = False  # bound beyond loopback: every route, /v1/models too, needs a live episode key
         # The engine's own stop ids when it has them (the hf engine reads every source); else the same
         # rule from the tokenizer (ajet.models.eos_token_ids), so an EOS the engine stopped on is cut.
         self._guided_cache: dict[tuple[str, str], GuidedDecoding | None] = {}
@@ -84,7 +86,9 @@ class Gateway:
         return self.keys.close(episode_id)
 
     # ------------------------------------------------------------------ routes
-    async def list_models(self) -> dict[str, Any]:
+    async def list_models(self, request: Request) -> Any:
+        if self.exposed and self.keys.resolve(_bearer(request)) is None:
+            return _unauthorised()
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet"}]}
 
     async def chat_completions(self, request: Request) -> Response:
@@ -104,9 +108,24 @@ class Gateway:
         return JSONResponse(result)
 
     # ------------------------------------------------------------------ steps
+    async def agent_key(self, request: Request) -> Response:
+        """`POST /v1/ajet/keys {"agent": NAME}` with an episode's key: the key of another agent of the
+        same episode (a Tuner in a Ray worker cannot call the driver's issue_key directly)."""
+        try:
+            body = await read_json(request, max_bytes=4096, timeout_s=self.body_timeout_s)
+        except (AjetError, ClientGone) as exc:
+            return failure_response(exc)
+        agent = body.get("agent") if isinstance(body, dict) else None
+        if not isinstance(agent, str) or not agent or len(agent) > 200:
+            return openai_error(400, "'agent' must be a non-empty string of at most 200 characters",
+                                param="agent")
+        key = self.keys.issue_for(_bearer(request), agent)
+        if key is None:
+            return _unauthorised()
+        return JSONResponse({"agent": agent, "key": key})
+
     def _authorise(self, request: Request) -> tuple[EpisodeSession, str, JSONResponse | None]:
-        header = request.headers.get("authorization", "")
-        key = header[7:].strip() if header.lower().startswith("bearer ") else None
+        key = _bearer(request)
         found = self.keys.resolve(key)
         if found is not None:
             return found[0], found[1], None
@@ -117,8 +136,7 @@ class Gateway:
             session = EpisodeSession(episode_id="serve", tracker=EpisodeTracker("serve"), record=False,
                                      max_tokens=cap, default_max_tokens=min(self.default_max_tokens, cap))
             return session, "assistant", None
-        return None, "", openai_error(401, "invalid or finished API key: each episode's key is valid only "
-                                           "while it runs", code="invalid_api_key")  # type: ignore[return-value]
+        return None, "", _unauthorised()  # type: ignore[return-value]
 
     async def _complete(self, session: EpisodeSession, agent: str, chat: ChatRequest) -> dict[str, Any]:
         if session.max_turns is not None and session.calls_of(agent) >= session.max_turns:
@@ -237,6 +255,28 @@ class Gateway:
         if cuts:
             text = text[: min(cuts)]
         return text, ends_with_eos
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+
+def _unauthorised() -> JSONResponse:
+    return openai_error(401, "invalid or finished API key: each episode's key is valid only while it runs",
+                        code="invalid_api_key")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the gateway reachable from this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
 
 
 def _sse_chunks(result: dict[str, Any], chat: ChatRequest):
