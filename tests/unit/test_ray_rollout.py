@@ -1,0 +1,126 @@
+"""Episodes in Ray workers (ray.enabled): failures read as in-process, a killed worker's episodes are
+rerun once elsewhere (nothing counted twice) or counted as failed, and the step goes on.
+
+A private Ray of 2 CPUs is started once for the module (no dashboard, a small object store); the
+workflows below are loaded by the workers from this file's path, as a user's `file.py:Class` is."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from ajet import Task, Workflow, WorkflowOutput
+from ajet.config.schema import AjetConfig
+from ajet.rollout.stack import RolloutStack, settings_for
+from tests.unit.gw_helpers import scripted_engine
+
+ray = pytest.importorskip("ray")
+HERE = Path(__file__).resolve()
+
+
+class Scripted(Workflow):
+    """One model call per episode, then behaves as its query says."""
+
+    def __init__(self, marker: str = "") -> None:
+        super().__init__()
+        self.marker = Path(marker) if marker else None
+
+    async def execute(self, task: Task, tuner) -> WorkflowOutput:
+        client = tuner.openai_client()
+        reply = await client.chat.completions.create(model=tuner.model,
+                                                     messages=[{"role": "user", "content": task.query}])
+        if task.query == "die" and self.marker is not None and not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)  # this worker dies mid-rollout, its other episodes too
+        if task.query == "slow":
+            await asyncio.sleep(1.0)  # still running when the other episode kills the worker
+        if task.query == "crash":
+            raise RuntimeError("tool server down")
+        if task.query == "exit":
+            sys.exit(3)
+        if task.query == "hang":
+            await asyncio.sleep(60)
+        if task.query == "not-output":
+            return {"answer": "a dict"}  # type: ignore[return-value]
+        if task.query == "agents":  # a second agent: its key comes from the gateway (POST /v1/ajet/keys)
+            judge = tuner.openai_client(agent="critic")
+            await judge.chat.completions.create(model=tuner.model, messages=[{"role": "user", "content": "ok?"}])
+        return WorkflowOutput(answer=reply.choices[0].message.content, reward=1.0)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
+             logging_level="warning", configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def _cfg(tmp_path: Path, ray_on: bool, **ray_args) -> AjetConfig:
+    return AjetConfig(workflow=f"{HERE}:Scripted", workflow_args={"marker": str(tmp_path / "killed")},
+                      ray={"enabled": ray_on, "num_workers": 2, **ray_args},
+                      rollout={"episode_timeout_s": 3, "retries": 0, "concurrency": 8})
+
+
+async def _run(cfg: AjetConfig, tokenizer, run_dir: Path, queries: list[str], group_size: int = 1):
+    engine = scripted_engine(tokenizer, [{"text": "hello"}])
+    engine.repeat = True
+    tasks = [Task(task_id=f"t{i}-{q}", query=q) for i, q in enumerate(queries)]
+    settings = dataclasses.replace(settings_for(cfg, "train"), group_size=group_size)
+    async with RolloutStack(cfg, engine, tokenizer, run_dir) as stack:
+        batch = await stack.runner.run(tasks, settings, show_progress=False)
+        lost = stack.pool.lost if stack.pool is not None else 0
+    return batch, lost
+
+
+def test_failures_read_the_same_in_process_and_on_ray(local_ray, tiny_tokenizer, tmp_path):
+    queries = ["fine", "crash", "exit", "hang", "not-output", "agents"]
+    here, _ = asyncio.run(_run(_cfg(tmp_path, False), tiny_tokenizer, tmp_path / "a", queries))
+    there, _ = asyncio.run(_run(_cfg(tmp_path, True), tiny_tokenizer, tmp_path / "b", queries))
+
+    def view(batch):
+        return [(e.task.task_id, e.ok, (e.error or "")[:60], len(e.calls), [c.agent for c in e.calls],
+                 e.reward.total if e.reward else None, len(e.samples)) for e in batch.episodes]
+
+    assert view(there) == view(here)
+    by_query = {e.task.query: e for e in there.episodes}
+    assert by_query["crash"].error == "RuntimeError: tool server down"
+    assert by_query["exit"].error.startswith("SystemExit: the workflow called sys.exit(3)")
+    assert by_query["hang"].error.startswith("TimeoutError") and by_query["hang"].counters["timed_out"]
+    assert by_query["not-output"].error.startswith("TypeError: execute() returned dict")
+    assert [c.agent for c in by_query["agents"].calls] == ["assistant", "critic"]
+    summary_keys = ("episodes", "failed", "errors", "timed_out", "reward_mean", "success_rate", "turns_per_episode")
+    assert {k: there.summary()[k] for k in summary_keys} == {k: here.summary()[k] for k in summary_keys}
+    rows = (tmp_path / "b" / "episodes.jsonl").read_text().splitlines()
+    assert len(rows) == len(queries)
+
+
+def test_a_killed_worker_s_episodes_rerun_once_elsewhere(local_ray, tiny_tokenizer, tmp_path):
+    queries = ["slow", "die", "slow", "fine", "slow", "fine"]
+    batch, lost = asyncio.run(_run(_cfg(tmp_path, True), tiny_tokenizer, tmp_path, queries))
+    assert (tmp_path / "killed").exists() and lost == 1
+    assert [e.ok for e in batch.episodes] == [True] * len(queries), [e.error for e in batch.episodes]
+    died = next(e for e in batch.episodes if e.task.query == "die")
+    assert died.counters["worker_lost"] == 1 and died.attempts == 1  # rerun, not a retry of a failure
+    # Nothing counted twice: the lost attempt's call went with its session; one call, one sample each.
+    assert [len(e.calls) for e in batch.episodes] == [1] * len(queries)
+    assert len(batch.samples) == len(queries)
+    rows = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert sorted(r["task"]["task_id"] for r in rows) == sorted(e.task.task_id for e in batch.episodes)
+
+
+def test_without_reruns_a_lost_episode_is_counted_failed_and_the_step_goes_on(local_ray, tiny_tokenizer, tmp_path):
+    queries = ["die", "fine", "fine", "fine"]
+    batch, lost = asyncio.run(_run(_cfg(tmp_path, True, lost_retries=0), tiny_tokenizer, tmp_path, queries))
+    assert lost == 1
+    died = next(e for e in batch.episodes if e.task.query == "die")
+    assert died.error.startswith("WorkerLost: Ray worker") and not died.ok and died.samples == []
+    assert batch.summary()["failed"] >= 1 and len(batch.episodes) == len(queries)
+    assert all(e.ok for e in batch.episodes if e.error is None)
