@@ -30,6 +30,7 @@ class EpisodeSession:
     is_trained: Callable[[str], bool] = lambda agent: True
     record: bool = True
     seed: int | None = None
+    route: str | None = None  # the replica-routing key (the GRPO group): its calls share one replica's prefix cache
     tool_call_parse_failures: int = 0
     tool_calls_parsed: int = 0
     truncated: int = 0  # completions that hit max_tokens

@@ -20,6 +20,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ajet.engine.base import Engine, GuidedDecoding, SamplingParams
+from ajet.engine.replicas import route_key
 from ajet.errors import AjetError, GatewayError
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request, tool_names
 from ajet.gateway.episodes import BusyClock, EpisodeSession, KeyRegistry
@@ -161,7 +162,12 @@ class Gateway:
             check_context_length(len(prompt.token_ids), requested, getattr(self.engine, "max_positions", None),
                                  source="messages")
         started = time.perf_counter()
-        generation = await self.engine.generate(prompt.token_ids, sampling)
+        # Several engine replicas (ajet.engine.replicas): the episode's group keeps to one of them.
+        token = route_key.set(session.route or (session.episode_id if session.record else None))
+        try:
+            generation = await self.engine.generate(prompt.token_ids, sampling)
+        finally:
+            route_key.reset(token)
         text, ends_with_eos = self._decode(generation.token_ids, sampling.stop)
         parsed = parse_tool_calls(text, tool_names(tools)) if tools else None
         message: dict[str, Any] = {"role": "assistant", "content": text}

@@ -232,7 +232,7 @@ class RolloutRunner:
             episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
             temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
             max_turns=settings.max_turns, is_trained=self.is_trained,
-            seed=episode_seed(settings.seed, task.task_id, repeat, attempt),
+            seed=episode_seed(settings.seed, task.task_id, repeat, attempt), route=result.group_id,
         )
         issue_key = self.gateway.open_episode(session)
         tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
