@@ -26,7 +26,7 @@ class AnswerLengthJudge(Judge):
     so step 1 really updates the weights and step 2 samples from the updated model."""
 
     async def score(self, task, output) -> Reward:
-        return Reward(total=min(len(str(output.answer or "")), 40) / 40)
+        return Reward(total=len(str(output.answer or "")) % 10 / 10)
 
 
 def _ajet(args: list[str], out: Path, with_ray: bool) -> None:
