@@ -91,7 +91,7 @@ def main() -> None:
     tasks = [Task(task_id=f"env-{i}", query=f"episode {i}") for i in range(args.tasks)]
     results = {"in_process": asyncio.run(_rollout(tokenizer, tasks, args, None))}
     # One small Ray for both measurements (2 CPUs: this benchmark's 2 workers), no dashboard.
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
+    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
              logging_level="warning", configure_logging=False)
     try:
         for workers in (1, 2):

@@ -63,7 +63,9 @@ class RayEpisodePool:
                                       "logging_level": logging.WARNING, "configure_logging": False}
             if ray_cfg.address is None:  # a private single-node Ray, kept small (a laptop, a test)
                 cpus = ray_cfg.local_cpus or max(1, int(ray_cfg.num_workers * ray_cfg.cpus_per_worker + 0.999))
-                kwargs.update(num_cpus=cpus, num_gpus=0, object_store_memory=ray_cfg.object_store_mb << 20)
+                # address="local": a new Ray, never one that `ray start` left running on this machine
+                kwargs.update(address="local", num_cpus=cpus, num_gpus=0,
+                              object_store_memory=ray_cfg.object_store_mb << 20)
             else:
                 kwargs["address"] = ray_cfg.address
             try:

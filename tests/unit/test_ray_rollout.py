@@ -57,7 +57,7 @@ class Scripted(Workflow):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
+    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
              logging_level="warning", configure_logging=False)
     yield
     ray.shutdown()
@@ -124,3 +124,21 @@ def test_without_reruns_a_lost_episode_is_counted_failed_and_the_step_goes_on(lo
     assert died.error.startswith("WorkerLost: Ray worker") and not died.ok and died.samples == []
     assert batch.summary()["failed"] >= 1 and len(batch.episodes) == len(queries)
     assert all(e.ok for e in batch.episodes if e.error is None)
+
+
+class NoSandboxOnWorkers(Scripted):
+    """Loads on the head, not on the workers (a node without the environment the workflow needs)."""
+
+    def __init__(self, marker: str = "") -> None:
+        super().__init__(marker)
+        if ray.get_runtime_context().get_actor_id() is not None:
+            raise RuntimeError("no sandbox on this node")
+
+
+def test_a_workflow_the_workers_cannot_load_is_a_config_error(local_ray, tiny_tokenizer, tmp_path):
+    from ajet.errors import ConfigError
+
+    cfg = _cfg(tmp_path, True)
+    cfg.workflow = f"{HERE}:NoSandboxOnWorkers"
+    with pytest.raises(ConfigError, match="the Ray workers could not load the workflow: .*no sandbox on this node"):
+        asyncio.run(_run(cfg, tiny_tokenizer, tmp_path, ["fine"]))
