@@ -181,7 +181,8 @@ class EngineConfig(_Section):
 
 
 class GatewayConfig(_Section):
-    host: str = Field("127.0.0.1", description="Interface the gateway binds.")
+    host: str = Field("127.0.0.1", description="Interface the gateway binds. Beyond loopback (0.0.0.0: Ray "
+                      "workers on other nodes, docs/cluster.md) every route needs a live episode key.")
     port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
     max_request_bytes: int = Field(4_000_000, ge=1024, description="Larger request bodies get HTTP 413.")
 
