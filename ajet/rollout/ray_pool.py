@@ -55,7 +55,11 @@ class RayEpisodePool:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, gateway_url: str, gateway_host: str) -> None:
-        import ray
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("ray.enabled (--with-ray) needs Ray in this environment: pip install 'ajet[ray]' "
+                              "(on every node of the cluster)") from None
 
         ray_cfg = self.settings
         if not ray.is_initialized():
