@@ -116,6 +116,34 @@ def test_a_killed_worker_s_episodes_rerun_once_elsewhere(local_ray, tiny_tokeniz
     assert sorted(r["task"]["task_id"] for r in rows) == sorted(e.task.task_id for e in batch.episodes)
 
 
+def test_a_worker_killed_from_outside_mid_rollout(local_ray, tiny_tokenizer, tmp_path):
+    """`kill -9` of a worker process while both workers run episodes: the step finishes with every
+    episode, each lost one rerun on the other worker, and its lost calls dropped."""
+    cfg = _cfg(tmp_path, True)
+    queries = ["slow"] * 6
+
+    async def main():
+        engine = scripted_engine(tiny_tokenizer, [{"text": "hello"}])
+        engine.repeat = True
+        tasks = [Task(task_id=f"t{i}", query=q) for i, q in enumerate(queries)]
+        settings = dataclasses.replace(settings_for(cfg, "train"), group_size=1)
+        async with RolloutStack(cfg, engine, tiny_tokenizer, tmp_path) as stack:
+            victim = stack.pool.pids()[0]
+            running = asyncio.ensure_future(stack.runner.run(tasks, settings, show_progress=False))
+            while engine.played < len(queries):  # every episode made its call: all are in their sleep
+                await asyncio.sleep(0.02)
+            os.kill(victim, signal.SIGKILL)
+            batch = await running
+            return batch, stack.pool.lost, stack.pool.pids()
+
+    batch, lost, pids_after = asyncio.run(main())
+    assert lost == 1 and len(pids_after) == 2  # the dead worker was replaced
+    assert [e.ok for e in batch.episodes] == [True] * len(queries), [e.error for e in batch.episodes]
+    rerun = [e for e in batch.episodes if e.counters.get("worker_lost")]
+    assert len(rerun) == 3  # the victim's share of the 6 (the least busy worker takes each next episode)
+    assert [len(e.calls) for e in batch.episodes] == [1] * len(queries) and len(batch.samples) == len(queries)
+
+
 def test_without_reruns_a_lost_episode_is_counted_failed_and_the_step_goes_on(local_ray, tiny_tokenizer, tmp_path):
     queries = ["die", "fine", "fine", "fine"]
     batch, lost = asyncio.run(_run(_cfg(tmp_path, True, lost_retries=0), tiny_tokenizer, tmp_path, queries))
