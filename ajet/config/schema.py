@@ -298,9 +298,9 @@ class RayConfig(_Section):
                                  "only small objects).")
     runtime_env: dict[str, Any] = Field(default_factory=dict, description="Ray runtime_env of the workers "
                                         "(working_dir, pip, env_vars), for nodes that lack your code.")
-    gateway_url: str | None = Field(None, description="The gateway URL workers call (ends in /v1). Default: "
-                                    "the gateway's own address; with gateway.host 0.0.0.0, this node's IP as "
-                                    "Ray sees it.")
+    gateway_host: str | None = Field(None, description="Host name or IP at which workers call the gateway "
+                                     "(its port is the one it listens on). Default: with gateway.host 0.0.0.0, "
+                                     "this node's IP as Ray sees it; else gateway.host.")
     lost_retries: int = Field(1, ge=0, description="Reruns, on another worker, of an episode whose worker "
                               "died; after them the episode counts as failed.")
 

@@ -98,12 +98,12 @@ class RayEpisodePool:
         """The gateway URL as the workers must call it, checked against where the cluster's nodes are."""
         import ray
 
-        if self.settings.gateway_url:
-            return self.settings.gateway_url.rstrip("/")
+        port = gateway_url.rsplit(":", 1)[1]  # "<port>/v1"
+        if self.settings.gateway_host:  # NAT, a DNS name: the host only, so each stack's own port is kept
+            return f"http://{_url_host(self.settings.gateway_host)}:{port}"
         here = ray.util.get_node_ip_address()
         if host in WILDCARD_HOSTS:
-            port = gateway_url.rsplit(":", 1)[1]  # "<port>/v1"
-            return f"http://{here}:{port}"
+            return f"http://{_url_host(here)}:{port}"
         if is_loopback(host):
             others = sorted({n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")} - {here, "127.0.0.1"})
             if others:
@@ -176,6 +176,10 @@ class RayEpisodePool:
         log.warning("Ray worker %d died; its episodes are rerun elsewhere and a new worker replaces it", index)
         self._actors[index] = self._new_actor()
         self._in_flight[index] = 0
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host  # an IPv6 address
 
 
 def _cause(exc: BaseException) -> str:

@@ -170,3 +170,16 @@ def test_a_workflow_the_workers_cannot_load_is_a_config_error(local_ray, tiny_to
     cfg.workflow = f"{HERE}:NoSandboxOnWorkers"
     with pytest.raises(ConfigError, match="the Ray workers could not load the workflow: .*no sandbox on this node"):
         asyncio.run(_run(cfg, tiny_tokenizer, tmp_path, ["fine"]))
+
+
+def test_the_url_workers_call(local_ray, tmp_path):
+    from ajet.rollout.ray_pool import RayEpisodePool
+
+    pool = RayEpisodePool(_cfg(tmp_path, True))
+    here = ray.util.get_node_ip_address()
+    assert pool._advertised_url("http://127.0.0.1:8765/v1", "127.0.0.1") == "http://127.0.0.1:8765/v1"  # one node
+    assert pool._advertised_url("http://0.0.0.0:8765/v1", "0.0.0.0") == f"http://{here}:8765/v1"
+    pool.settings.gateway_host = "head.internal"  # NAT or DNS: the host is given, the port stays each gateway's
+    assert pool._advertised_url("http://0.0.0.0:41000/v1", "0.0.0.0") == "http://head.internal:41000/v1"
+    pool.settings.gateway_host = "fd00::1"
+    assert pool._advertised_url("http://[::]:41000/v1", "::") == "http://[fd00::1]:41000/v1"
