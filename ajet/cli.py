@@ -113,6 +113,8 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", metavar="YAML", help="your config file (only the keys it changes, under 'ajet:')")
+    parser.add_argument("--with-ray", action="store_true",
+                        help="run the episodes in Ray workers (ray.enabled=true; see the ray section and docs/cluster.md)")
     parser.add_argument("--cfg", action="store_true", help="print the resolved config as YAML and exit")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help=_OVERRIDES_HELP)
 
@@ -363,7 +365,8 @@ def _load(args: argparse.Namespace, backbone: str | None = None, claim_run_dir: 
     so a time-named output_dir is created now, unique even beside a run started in the same second."""
     from ajet.config.loader import config_to_yaml, load_config
 
-    cfg = load_config(args.conf, args.overrides, backbone=backbone, claim_run_dir=claim_run_dir and not args.cfg)
+    overrides = list(args.overrides) + (["ray.enabled=true"] if getattr(args, "with_ray", False) else [])
+    cfg = load_config(args.conf, overrides, backbone=backbone, claim_run_dir=claim_run_dir and not args.cfg)
     if args.cfg:
         sys.stdout.write(config_to_yaml(cfg))
         return None

@@ -173,6 +173,11 @@ class EngineConfig(_Section):
         "completions; chat_api: any OpenAI-compatible chat endpoint (hosted models; eval and generation only, "
         "never training: it returns no token ids).")
     base_url: str | None = Field(None, description="remote, chat_api: server URL, e.g. http://127.0.0.1:8000/v1.")
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="remote: several replicas of the same model (vLLM-protocol servers), used instead of base_url. "
+        "The gateway routes an episode's turns and a GRPO group's episodes to one replica (its prefix cache "
+        "then hits) and spreads the groups over the replicas by load; LoRA updates go to every replica.")
     api_key: str = Field("EMPTY", description="remote, chat_api: API key (use ${oc.env:VAR}, or a .env file "
                          "beside the YAML).")
     model: str | None = Field(None, description="remote, chat_api: model name sent with each request (default: "
@@ -190,7 +195,8 @@ class EngineConfig(_Section):
 
 
 class GatewayConfig(_Section):
-    host: str = Field("127.0.0.1", description="Interface the gateway binds.")
+    host: str = Field("127.0.0.1", description="Interface the gateway binds. Beyond loopback (0.0.0.0: Ray "
+                      "workers on other nodes, docs/cluster.md) every route needs a live episode key.")
     port: int = Field(0, ge=0, le=65535, description="Port; 0 picks a free one.")
     max_request_bytes: int = Field(4_000_000, ge=1024, description="Larger request bodies get HTTP 413.")
 
@@ -289,6 +295,28 @@ class TrainerConfig(_Section):
         "that do not change the training (trainer.steps, output_dir, eval, ...) never need it.")
 
 
+class RayConfig(_Section):
+    enabled: bool = Field(False, description="Run the episodes of rollouts and evals in Ray workers (set by "
+                          "`--with-ray`). The engine, the gateway and the judge stay in the driver process; "
+                          "workers run the workflow and call the gateway over HTTP with their episode keys.")
+    address: str | None = Field(None, description="Ray cluster to join: 'auto' (the cluster `ray start` made on "
+                                "this node), 'ray://host:10001' (Ray Client), or null to start a private "
+                                "single-node Ray in this process.")
+    num_workers: int = Field(2, ge=1, description="Worker actors; each runs many episodes at once (asyncio).")
+    cpus_per_worker: float = Field(1.0, ge=0, description="CPUs Ray reserves for each worker actor.")
+    local_cpus: int | None = Field(None, ge=1, description="CPUs of the private Ray started when address is "
+                                   "null (default: num_workers x cpus_per_worker, at least 1).")
+    object_store_mb: int = Field(100, ge=80, description="Object store of the private Ray (episodes pass "
+                                 "only small objects).")
+    runtime_env: dict[str, Any] = Field(default_factory=dict, description="Ray runtime_env of the workers "
+                                        "(working_dir, pip, env_vars), for nodes that lack your code.")
+    gateway_host: str | None = Field(None, description="Host name or IP at which workers call the gateway "
+                                     "(its port is the one it listens on). Default: with gateway.host 0.0.0.0, "
+                                     "this node's IP as Ray sees it; else gateway.host.")
+    lost_retries: int = Field(1, ge=0, description="Reruns, on another worker, of an episode whose worker "
+                              "died; after them the episode counts as failed.")
+
+
 class EvalConfig(_Section):
     group_size: int = Field(1, ge=1, description="Episodes per val task (pass@k uses these).")
     limit: int | None = Field(None, ge=1, description="Evaluate at most this many val tasks.")
@@ -321,6 +349,7 @@ class AjetConfig(_Section):
     dpo: DpoConfig = Field(default_factory=DpoConfig, description="DPO settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="`ajet eval` settings.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Rollouts on a Ray cluster (docs/cluster.md).")
     backbone: BackboneConfig = Field(default_factory=BackboneConfig, description="Which backbone runs training.")
     generate: GenerateConfig = Field(default_factory=GenerateConfig, description="`ajet generate`: tasks and "
                                      "teacher demonstrations from an MCP server.")
@@ -346,7 +375,11 @@ class AjetConfig(_Section):
         if self.trainable_agents is not None:
             if not self.trainable_agents:
                 raise ValueError("trainable_agents is empty; use null to train every agent")
-        if self.engine.type in ("remote", "chat_api") and not self.engine.base_url:
+        if self.engine.base_urls and self.engine.type != "remote":
+            raise ValueError(f"engine.base_urls is for engine.type 'remote', not {self.engine.type!r}")
+        if self.engine.base_urls and self.engine.base_url:
+            raise ValueError("set engine.base_url or engine.base_urls, not both")
+        if self.engine.type in ("remote", "chat_api") and not (self.engine.base_url or self.engine.base_urls):
             raise ValueError(f"engine.type is {self.engine.type!r} but engine.base_url is not set")
         if self.engine.type == "replay" and not self.engine.replay_file:
             raise ValueError("engine.type is 'replay' but engine.replay_file is not set")

@@ -40,6 +40,11 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
             prefix_cache_mb=cfg.engine.prefix_cache_mb, autocast=cfg.model.autocast,
         )
+    if kind == "remote" and cfg.engine.base_urls:
+        from ajet.engine.replicas import ReplicatedEngine
+
+        return ReplicatedEngine(list(cfg.engine.base_urls), model=cfg.engine.model, api_key=cfg.engine.api_key,
+                                timeout_s=cfg.engine.request_timeout_s, tokenizer=tokenizer)
     if kind == "remote":
         from ajet.engine.remote import RemoteEngine
 

@@ -30,6 +30,7 @@ class EpisodeSession:
     is_trained: Callable[[str], bool] = lambda agent: True
     record: bool = True
     seed: int | None = None
+    route: str | None = None  # the replica-routing key (the GRPO group): its calls share one replica's prefix cache
     tool_call_parse_failures: int = 0
     tool_calls_parsed: int = 0
     truncated: int = 0  # completions that hit max_tokens
@@ -85,6 +86,7 @@ class KeyRegistry:
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[EpisodeSession, str]] = {}
         self._sessions: dict[str, EpisodeSession] = {}
+        self._issuers: dict[str, Callable[[str], str]] = {}
         self._lock = threading.Lock()
 
     def open(self, session: EpisodeSession) -> Callable[[str], str]:
@@ -105,7 +107,24 @@ class KeyRegistry:
                     self._by_key[key] = (session, agent)
                 return key
 
+        with self._lock:
+            self._issuers[session.episode_id] = issue_key
         return issue_key
+
+    def issue_for(self, key: str | None, agent: str) -> str | None:
+        """A key for `agent` in the episode that `key` belongs to (a Ray worker's Tuner asks the gateway
+        for its other agents' keys); None when `key` is unknown or finished."""
+        found = self.resolve(key)
+        if found is None:
+            return None
+        with self._lock:
+            issuer = self._issuers.get(found[0].episode_id)
+        if issuer is None:
+            return None
+        try:
+            return issuer(agent)
+        except RuntimeError:  # the episode finished between the two looks
+            return None
 
     def resolve(self, key: str | None) -> tuple[EpisodeSession, str] | None:
         if not key:
@@ -117,6 +136,7 @@ class KeyRegistry:
         """Finish an episode: its keys stop working at once."""
         with self._lock:
             session = self._sessions.pop(episode_id, None)
+            self._issuers.pop(episode_id, None)
             if session is not None:
                 for key in session.keys.values():
                     self._by_key.pop(key, None)

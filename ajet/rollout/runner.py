@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 import traceback
 import uuid
@@ -147,6 +146,7 @@ class RolloutRunner:
         external_agents: dict[str, tuple[str, str, str]] | None = None,
         writer: EpisodeWriter | None = None,
         decode=None,
+        remote: Any = None,
     ) -> None:
         self.gateway = gateway
         self.base_url = base_url
@@ -155,6 +155,7 @@ class RolloutRunner:
         self.is_trained = is_trained
         self.external_agents = external_agents or {}
         self.writer = writer
+        self.remote = remote  # a RayEpisodePool (--with-ray): workflows run in its workers, not here
         self.decode = decode or (lambda ids: gateway.tokenizer.decode(ids, skip_special_tokens=False))
 
     async def run(self, tasks: list[Task], settings: RolloutSettings, *, label: str = "rollout",
@@ -193,47 +194,19 @@ class RolloutRunner:
     async def _run_episode(self, task: Task, repeat: int, group_id: str, settings: RolloutSettings) -> EpisodeResult:
         result = EpisodeResult(episode_id="", task=task, repeat=repeat, group_id=group_id)
         started = time.perf_counter()
+        lost = 0
         for attempt in range(settings.retries + 1):
-            result.attempts = attempt + 1
-            result.episode_id = f"{task.task_id}-{repeat}-{uuid.uuid4().hex[:8]}"
-            session = EpisodeSession(
-                episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
-                temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
-                max_turns=settings.max_turns, is_trained=self.is_trained,
-                seed=episode_seed(settings.seed, task.task_id, repeat, attempt),
-            )
-            issue_key = self.gateway.open_episode(session)
-            tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
-                          external=self.external_agents)
-            busy_at_start = self.gateway.busy.seconds()
-            busy_not_counted = 0.0
-            try:
-                own = _private(task)  # a workflow may rewrite its Task: never the reader's, nor the judge's
-                output = await run_guarded(lambda: self.workflow.execute(own, tuner), settings.episode_timeout_s,
-                                           paused=lambda: self.gateway.busy.seconds() - busy_at_start)
-                if not isinstance(output, WorkflowOutput):
-                    raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
-                result.output, result.error = output, None
-            except OwnTimeout as exc:
-                result.error = f"TimeoutError: the workflow {exc} (rollout.episode_timeout_s)"
-                busy_not_counted = exc.paused_s
-            except UserCodeError as exc:
-                result.error = str(exc)
-            except Exception as exc:  # the user's workflow may raise anything: count it, never crash the batch
-                result.error = f"{type(exc).__name__}: {exc}"
-                log.debug("episode %s failed:\n%s", result.episode_id, traceback.format_exc())
-            finally:
-                self.gateway.close_episode(result.episode_id)
-                await tuner.aclose()
-            result.calls = session.tracker.calls
-            result.counters = {
-                "tool_call_parse_failures": session.tool_call_parse_failures,
-                "tool_calls_parsed": session.tool_calls_parsed,
-                "truncated": session.truncated,
-                "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
-                "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway
-                "timeout_busy_s": round(busy_not_counted, 3),  # model-busy time not counted before timing out
-            }
+            avoid: set[int] = set()  # Ray workers this attempt was lost on
+            while True:
+                worker_lost = await self._attempt(result, task, repeat, attempt, settings, avoid)
+                if worker_lost is None:
+                    break
+                lost += 1
+                if len(avoid) >= self.remote.lost_retries:
+                    break
+                avoid.add(worker_lost.worker)  # rerun the same attempt (same seed) on another worker
+            if lost:
+                result.counters["worker_lost"] = lost
             if result.error is None:
                 break
         result.seconds = time.perf_counter() - started
@@ -246,6 +219,60 @@ class RolloutRunner:
                 "truncated": result.counters["truncated"],
             }
         return result
+
+    async def _attempt(self, result: EpisodeResult, task: Task, repeat: int, attempt: int,
+                       settings: RolloutSettings, avoid: set[int]) -> Any:
+        """One attempt of an episode, its outcome written into `result`; returns the WorkerLost when
+        its Ray worker died (the attempt's calls are then dropped with its gateway session)."""
+        lost = None
+        result.attempts = attempt + 1
+        result.episode_id = f"{task.task_id}-{repeat}-{uuid.uuid4().hex[:8]}"
+        session = EpisodeSession(
+            episode_id=result.episode_id, tracker=EpisodeTracker(result.episode_id),
+            temperature=settings.temperature, top_p=settings.top_p, max_tokens=settings.max_tokens,
+            max_turns=settings.max_turns, is_trained=self.is_trained,
+            seed=episode_seed(settings.seed, task.task_id, repeat, attempt), route=result.group_id,
+        )
+        issue_key = self.gateway.open_episode(session)
+        tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
+                      external=self.external_agents)
+        busy_at_start = self.gateway.busy.seconds()
+        busy_not_counted = 0.0
+        try:
+            own = _private(task)  # a workflow may rewrite its Task: never the reader's, nor the judge's
+            if self.remote is None:
+                start = lambda: self.workflow.execute(own, tuner)  # noqa: E731
+            else:  # in a Ray worker; the timeout is still measured (and enforced) here
+                start = lambda: self.remote.execute(own, issue_key, settings.max_turns,  # noqa: E731
+                                                    self.external_agents, self.gateway.model_name, avoid)
+            output = await run_guarded(start, settings.episode_timeout_s,
+                                       paused=lambda: self.gateway.busy.seconds() - busy_at_start)
+            if not isinstance(output, WorkflowOutput):
+                raise TypeError(f"execute() returned {type(output).__name__}; it must return ajet.WorkflowOutput")
+            result.output, result.error = output, None
+        except OwnTimeout as exc:
+            result.error = f"TimeoutError: the workflow {exc} (rollout.episode_timeout_s)"
+            busy_not_counted = exc.paused_s
+        except UserCodeError as exc:
+            result.error = str(exc)
+        except Exception as exc:  # the user's workflow may raise anything: count it, never crash the batch
+            result.error = f"{type(exc).__name__}: {exc}"
+            if type(exc).__name__ == "WorkerLost":  # ajet.rollout.ray_pool: the caller may rerun it elsewhere
+                lost = exc
+            log.debug("episode %s failed:\n%s", result.episode_id, traceback.format_exc())
+        finally:
+            self.gateway.close_episode(result.episode_id)
+            await tuner.aclose()
+        result.calls = session.tracker.calls
+        result.counters = {
+            "tool_call_parse_failures": session.tool_call_parse_failures,
+            "tool_calls_parsed": session.tool_calls_parsed,
+            "truncated": session.truncated,
+            "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
+            "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway
+            "timeout_busy_s": round(busy_not_counted, 3),  # model-busy time not counted before timing out
+        }
+        return lost
 
     async def _judge_one(self, result: EpisodeResult, settings: RolloutSettings) -> None:
         if result.error is not None or result.output is None:

@@ -2,50 +2,22 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from pathlib import Path
 from typing import Any
 
 from ajet.config.schema import AjetConfig
 from ajet.engine.base import Engine
-from ajet.errors import ConfigError, PluginError
-from ajet.gateway.server import Gateway, GatewayServer, create_app
+from ajet.gateway.server import Gateway, GatewayServer, create_app, is_loopback
 from ajet.judge import build_judge
 from ajet.models import read_chat_template
-from ajet.plugins import load_object
 from ajet.rollout.episode import EpisodeWriter
+from ajet.rollout.loading import load_workflow, workflow_class
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
-from ajet.workflow import Workflow
+
+__all__ = ["RolloutStack", "load_tokenizer", "load_workflow", "settings_for", "workflow_class"]
 
 log = logging.getLogger(__name__)
-
-
-def workflow_class(cfg: AjetConfig) -> type[Workflow]:
-    """The workflow class, loaded and checked against `workflow_args` without constructing it."""
-    try:
-        cls = load_object(cfg.workflow, cfg.base_dir)
-    except PluginError as exc:
-        raise PluginError(f"ajet.workflow = {cfg.workflow!r}: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
-        raise PluginError(f"workflow {cfg.workflow!r} is {cls!r}; it must be a subclass of ajet.Workflow")
-    try:
-        inspect.signature(cls).bind(**cfg.workflow_args)
-    except TypeError as exc:
-        raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from None
-    return cls
-
-
-def load_workflow(cfg: AjetConfig) -> Workflow:
-    cls = workflow_class(cfg)
-    try:
-        workflow = cls(**cfg.workflow_args)
-    except TypeError as exc:
-        raise ConfigError(f"ajet.workflow_args do not fit {cls.__name__}: {exc}") from exc
-    except Exception as exc:  # the user's __init__ failed: say so, without a traceback from deep inside
-        raise PluginError(f"{cls.__name__}(**ajet.workflow_args) raised {type(exc).__name__}: {exc}") from exc
-    workflow.base_dir = cfg.base_dir
-    return workflow
 
 
 def load_tokenizer(cfg: AjetConfig, engine: Engine | None = None) -> Any:
@@ -92,19 +64,32 @@ class RolloutStack:
                 engine, tokenizer, chat_template=read_chat_template(cfg.model.chat_template),
                 max_request_bytes=cfg.gateway.max_request_bytes, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
             )
+        # Bound beyond loopback (a Ray cluster's workers call it): every route needs a live episode key.
+        self.gateway.exposed = not is_loopback(cfg.gateway.host)
         self.server = GatewayServer(create_app(self.gateway), cfg.gateway.host, cfg.gateway.port)
         self.workflow = load_workflow(cfg)
         self.judge = build_judge(cfg.judge, cfg.base_dir)
         self.writer = EpisodeWriter(run_dir / episodes_file) if run_dir is not None else None
         self.runner: RolloutRunner | None = None
+        self.pool = None  # the RayEpisodePool with ray.enabled
 
     async def __aenter__(self) -> RolloutStack:
         await self.engine.start()
         base_url = await self.server.start()
+        if self.cfg.ray.enabled:
+            from ajet.rollout.ray_pool import RayEpisodePool
+
+            self.pool = RayEpisodePool(self.cfg)
+            try:  # blocking for the seconds Ray takes to start: nothing else runs yet
+                self.pool.start(base_url, self.cfg.gateway.host)
+            except BaseException:
+                await self.server.stop()
+                raise
         external = {name: (a.model.base_url, a.model.model, a.model.api_key)
                     for name, a in self.cfg.agents.items() if a.model is not None and not self.cfg.is_trainable(name)}
         self.runner = RolloutRunner(self.gateway, base_url, self.workflow, self.judge,
-                                    is_trained=self.cfg.is_trainable, external_agents=external, writer=self.writer)
+                                    is_trained=self.cfg.is_trainable, external_agents=external, writer=self.writer,
+                                    remote=self.pool)
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -112,6 +97,8 @@ class RolloutStack:
             await self.judge.aclose()
         except Exception as error:  # noqa: BLE001 - a judge failing to clean up must not end the run
             log.warning("the judge's aclose() failed: %s: %s", type(error).__name__, error)
+        if self.pool is not None:
+            self.pool.shutdown()
         await self.server.stop()
         if self.writer is not None:
             self.writer.close()
