@@ -89,7 +89,7 @@ def test_whole_section_equals_plain_dict(conf: Path) -> None:
     assert cfg.model_dump()["rollout"] == {
         "group_size": 8, "batch_tasks": 2, "concurrency": 3, "temperature": 0.7, "top_p": 1.0,
         "val_temperature": 0.0, "max_turns": 6, "max_tokens_per_turn": 256, "max_prompt_tokens": 4096,
-        "episode_timeout_s": 120.0, "retries": 1,
+        "episode_timeout_s": 120.0, "retries": 1, "task_weights": None,
     }
 
 
