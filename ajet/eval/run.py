@@ -42,6 +42,8 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
          f"{report['merge']['tokens_before_merge']} → {report['merge']['tokens_after_merge']}"),
         ("tokens/s", f"{report['tokens_per_s']:.1f}"), ("seconds", report["seconds"]),
     ]
+    for name, value in report.get("workflow_metrics", {}).items():  # the workflow's own, averaged per episode
+        rows.append((f"workflow: {name}", f"{value:.3f}"))
     for name, stats in report.get("agent_metrics", {}).items():  # seed 002's, when tasks carry references
         rows.append((name, f"{stats['mean']:.3f} ± {stats['std']:.3f} (n={int(stats['count'])})"))
     for name, value in rows:

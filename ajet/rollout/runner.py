@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import traceback
 import uuid
@@ -105,7 +106,19 @@ class BatchResult:
             "tokens_per_s": generated / self.seconds if self.seconds else 0.0,
             "seconds": round(self.seconds, 2),
             "merge": self.merge.to_dict(),
+            "workflow_metrics": workflow_metrics(eps),
         }
+
+
+def workflow_metrics(episodes: list) -> dict[str, float]:
+    """Each `WorkflowOutput.metrics` key averaged over the episodes that reported it (numbers only: a
+    bool counts as 0/1, anything else or a non-finite number is left out)."""
+    values: dict[str, list[float]] = {}
+    for e in episodes:
+        for key, value in ((e.output.metrics or {}) if e.output else {}).items():
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                values.setdefault(str(key), []).append(float(value))
+    return {k: _mean(v) for k, v in sorted(values.items())}
 
 
 def _error_text(exc: Exception) -> str:

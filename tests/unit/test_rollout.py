@@ -184,3 +184,24 @@ async def test_a_workflow_that_rewrites_its_task_changes_nothing_outside_its_epi
                                      "metadata": {"deep": {"n": 0, "list": []}}}
     logged = [json.loads(line)["task"] for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert logged == [original.model_dump()] * 4
+
+
+class CountingAgent(Workflow):
+    """Reports its own per-episode numbers, as the math-python tutorial counts its programs."""
+
+    async def execute(self, task, tuner):
+        if task.query == "crash":
+            raise RuntimeError("no output, no metrics")
+        runs = {"a": 1.0, "b": 3.0, "c": 2.0}[task.query]
+        extra = {"timeouts": 1.0} if task.query == "b" else {}
+        return WorkflowOutput(answer="ok", reward=1.0, metrics={"code_runs": runs, **extra})
+
+
+async def test_workflow_metrics_are_averaged_over_the_episodes_that_report_them(tiny_tokenizer):
+    engine = scripted_engine(tiny_tokenizer, [])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, CountingAgent(), LengthJudge())
+        batch = await runner.run(tasks("a", "b", "c", "crash"), RolloutSettings(group_size=1, retries=0),
+                                 show_progress=False)
+    # (1 + 3 + 2) / 3: the crashed episode has no output; 'timeouts' only from the one episode that said it
+    assert batch.summary()["workflow_metrics"] == {"code_runs": 2.0, "timeouts": 1.0}

@@ -354,6 +354,7 @@ def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) 
         "tool_call_parse_failures": summary["tool_call_parse_failures"],
         "merge_token_ratio": summary["merge"]["merge_token_ratio"], "rollout_seconds": summary["seconds"],
         **{f"reward/{k}": v for k, v in summary["reward_parts"].items()},
+        **{f"workflow/{k}": v for k, v in summary["workflow_metrics"].items()},
         **{f"groups/{k}": v for k, v in adv_stats.items() if k in ("zero_variance_groups", "informative_groups")},
     }
 
