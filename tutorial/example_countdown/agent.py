@@ -10,9 +10,11 @@ Workflow arguments (YAML `workflow_args`):
 
 from __future__ import annotations
 
+import openai
+
 from ajet import Task, Tuner, Workflow, WorkflowOutput
 from countdown import extract_answer
-from countdown_agent import build_agent, solve
+from countdown_agent import SYSTEM_PROMPT, build_agent, solve
 
 AGENT = "solver"
 
@@ -25,13 +27,15 @@ class CountdownWorkflow(Workflow):
                             stream=bool(self.kwargs.get("stream", False)), name=AGENT)
         try:
             reply = await solve(agent, task.query)
+        except openai.BadRequestError as exc:  # the gateway refused (prompt too long): no answer, judged 0
+            return WorkflowOutput(answer="", metadata={"stop_reason": f"llm_refused: {exc.message}"})
         finally:
             await agent.model.client.close()
+        # Anything else the agent raises fails the episode; the rollout retries it, then counts it.
         text = reply.get_text_content() or ""
-        error = getattr(reply, "error", None)
         return WorkflowOutput(
             answer=text,
-            messages=[{"role": "user", "content": task.query}, {"role": "assistant", "content": text}],
-            metadata={"expression": extract_answer(text), "finished_reason": str(reply.finished_reason),
-                      **({"agent_error": str(error)[:300]} if error else {})},
+            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.query},
+                      {"role": "assistant", "content": text}],
+            metadata={"expression": extract_answer(text), "stop_reason": str(reply.finished_reason)},
         )

@@ -29,6 +29,7 @@ def build_agent(base_url: str, api_key: str, model: str, *, max_tokens: int | No
         parameters=OpenAIChatModel.Parameters(max_tokens=max_tokens),
         stream=stream,
         max_retries=0,  # a refused call (turn budget, prompt too long) is final, not transient
+        client_kwargs={"max_retries": 0},  # nor does the openai client underneath retry it
     )
     return Agent(
         name=name,
