@@ -99,7 +99,7 @@ def test_every_demonstration_replays_to_the_goal():
     train = [json.loads(x) for x in (FOLDER / "train.jsonl").read_text().splitlines()]
     val = [json.loads(x) for x in (FOLDER / "val.jsonl").read_text().splitlines()]
     sft = [json.loads(x) for x in (FOLDER / "sft.jsonl").read_text().splitlines()]
-    assert (len(train), len(val), len(sft)) == (64, 32, 64)
+    assert (len(train), len(val), len(sft)) == (64, 32, 32)
     assert not {tuple(r["metadata"]["map"]) for r in train} & {tuple(r["metadata"]["map"]) for r in val}
     for row, demo in zip(train, sft):
         lake, messages = Lake(row["metadata"]["map"]), demo["messages"]

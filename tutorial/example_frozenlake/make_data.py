@@ -5,7 +5,7 @@
 - `train.jsonl` (64 maps), `val.jsonl` (32 other maps): `{"task_id", "query", "answer": shortest
   path length, "metadata": {"map": [rows], "path": [moves]}}`. 4x4 lakes, S top left, G bottom
   right, 2 to 4 holes, always solvable.
-- `sft.jsonl`: one demonstration per train map, built by construction: the whole multi-turn episode
+- `sft.jsonl`: one demonstration for each of the first 32 train maps, built by construction: the whole multi-turn episode
   of the shortest path (observation, `<action>move</action>`, next observation, ...), exactly as
   the workflow would hold it.
 """
@@ -22,7 +22,7 @@ from agent import SYSTEM_PROMPT
 from frozenlake import Lake, shortest_path
 
 SEED = 5
-N_TRAIN, N_VAL, SIZE = 64, 32, 4
+N_TRAIN, N_VAL, N_SFT, SIZE = 64, 32, 32, 4
 HERE = Path(__file__).resolve().parent
 
 
@@ -66,7 +66,7 @@ def build(out_dir: Path) -> dict[str, int]:
         rows_out[split] = [{"task_id": f"frozenlake-{split}-{i:03d}", "query": "\n".join(m),
                             "answer": len(shortest_path(m) or []), "metadata": {"map": m, "path": shortest_path(m)}}
                            for i, m in enumerate(items)]
-    rows_out["sft"] = [demonstration(m) for m in maps[:N_TRAIN]]
+    rows_out["sft"] = [demonstration(m) for m in maps[:N_SFT]]
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, items in rows_out.items():
         text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
