@@ -174,3 +174,14 @@ async def test_an_invalid_observation_is_counted_and_ends_the_episode(llm, bad, 
         out = await play(client, "policy", BrokenLake(MAP, bad), max_turns=10)
     assert out.answer == f"invalid_observation: {problem}"
     assert (out.reward, out.metrics["invalid_observation"], out.metrics["turns"], len(llm.requests)) == (0.0, 1.0, 1.0, 1)
+
+
+def test_episode_stats_averages_the_counts_of_finished_episodes(tmp_path):
+    from episode_stats import stats
+
+    rows = [{"error": None, "metrics": {"turns": 6.0, "invalid_actions": 0.0, "goal": 1.0}},
+            {"error": None, "metrics": {"turns": 10.0, "invalid_actions": 4.0, "goal": 0.0}},
+            {"error": "TimeoutError: ...", "metrics": {}}]
+    path = tmp_path / "eval_episodes.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert stats(path) == {"episodes": 3, "failed": 1, "goal": 0.5, "invalid_actions": 2.0, "turns": 8.0}
