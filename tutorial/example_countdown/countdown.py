@@ -11,6 +11,7 @@ import ast
 import itertools
 import re
 from collections import Counter
+from collections.abc import Iterator
 from fractions import Fraction
 
 MAX_EXPRESSION_CHARS = 120
@@ -82,7 +83,7 @@ def solve(numbers: list[int], target: int) -> str | None:
     return None
 
 
-def expressions(numbers: tuple[int, ...]):
+def expressions(numbers: tuple[int, ...]) -> Iterator[tuple[str, Fraction]]:
     """Every (expression, value) combining all of `numbers`, the given order and left-nested forms first."""
     if len(numbers) == 1:
         yield str(numbers[0]), Fraction(numbers[0])
