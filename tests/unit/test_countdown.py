@@ -1,0 +1,183 @@
+"""The countdown tutorial: the verifier, the solver, the judge, the shipped data, and the AgentScope
+agent driven through its ajet adapter against a scripted OpenAI server over real HTTP."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from ajet import Task, Tuner, WorkflowOutput
+from ajet.errors import ConfigError
+from ajet.judge import build_judge
+from ajet.plugins import load_object
+
+FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_countdown"
+CountdownWorkflow = load_object(f"{FOLDER / 'agent.py'}:CountdownWorkflow")  # puts the folder on sys.path
+import countdown  # noqa: E402
+from countdown_agent import SYSTEM_PROMPT  # noqa: E402
+
+
+def task(numbers: list[int], target: int) -> Task:
+    return Task(task_id="t", query=f"Numbers: {numbers}. Target: {target}.", answer=target,
+                metadata={"numbers": numbers, "target": target})
+
+
+@pytest.mark.parametrize("expression, value, used", [
+    ("(3 + 5) * 4", 32, [3, 5, 4]),
+    ("6 / 4 * 2", 3, [6, 4, 2]),            # exact: (6/4)*2 = 3/2*2 = 3
+    ("10 - 12 + 7", 5, [10, 12, 7]),        # left to right: -2 + 7
+    ("7 × 2 ÷ 7", 2, [7, 2, 7]),            # the typographic signs are read as * and /
+    ("9 / 2", Fraction(9, 2), [9, 2]),
+])
+def test_parse_computes_exact_values_and_lists_the_numbers(expression, value, used):
+    assert countdown.parse(expression) == (value, used)
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("3 ** 2", "only integers"),
+    ("3 // 2", "only integers"),
+    ("abs(-3)", "only integers"),
+    ("-3 + 4", "only integers"),          # a sign is not an operation of the game
+    ("2.5 * 2", "only integers"),
+    ("True + 1", "only integers"),
+    ("'a' + 'b'", "only integers"),
+    ("4 / (2 - 2)", "division by zero"),
+    ("3 +", "not an expression"),
+    ("1 + " * 40 + "1", "longer than 120"),
+])
+def test_parse_refuses_everything_else(expression, message):
+    with pytest.raises(countdown.InvalidExpression, match=message):
+        countdown.parse(expression)
+
+
+@pytest.mark.parametrize("expression, solved, why", [
+    ("(3 + 5) * 4", True, "solved"),
+    ("4 * (5 + 3)", True, "solved"),
+    ("3 * 5 + 4", False, "equals 19, not 32"),
+    ("(3 + 5) * 4 * 1", False, "uses [1, 3, 4, 5], not each of [3, 4, 5] once"),
+    ("8 * 4", False, "uses [4, 8], not each of [3, 4, 5] once"),
+    (None, False, "no <answer>...</answer>"),
+    ("32", False, "uses [32], not each of [3, 4, 5] once"),
+])
+def test_verify(expression, solved, why):
+    assert countdown.verify(expression, [3, 5, 4], 32) == (solved, why)
+
+
+def test_extract_answer_takes_the_last_tag():
+    assert countdown.extract_answer("try <answer>1 + 2</answer> no, <answer> 3 * 1 </answer>") == "3 * 1"
+    assert countdown.extract_answer("The answer is 15.") is None
+    assert countdown.extract_answer(None) is None
+
+
+def test_solver_finds_a_verified_solution_or_none():
+    assert countdown.solve([3, 5, 4], 32) == "(3 + 5) * 4"
+    assert countdown.solve([3, 5, 4], 12) == "(3 + 5) + 4"  # left-nested, given order first
+    assert countdown.solve([6, 4, 2], 3) == "(6 / 4) * 2"
+    assert countdown.solve([1, 1, 1], 100) is None  # at most 3 from three ones
+
+
+# ---------------------------------------------------------------------------- the judge
+
+
+@pytest.fixture
+def judge():
+    return build_judge({"type": "judge.py:CountdownJudge", "args": {"format_reward": 0.1}}, FOLDER)
+
+
+@pytest.mark.parametrize("answer, total, success", [
+    ("<answer>(3 + 5) * 4</answer>", 1.0, True),
+    ("Let me think. <answer>4 * (3 + 5)</answer>", 1.0, True),
+    ("<answer>3 * 5 + 4</answer>", 0.1, False),        # well formed, all numbers once, wrong value
+    ("<answer>8 * 4</answer>", 0.0, False),            # 32, but not from the given numbers
+    ("<answer>3 ** 5 + 4</answer>", 0.0, False),       # not an allowed expression
+    ("The answer is 32.", 0.0, False),                 # the base model's habit: no tag
+    ("", 0.0, False),
+])
+async def test_judge_scores(judge, answer, total, success):
+    reward = await judge.score(task([3, 5, 4], 32), WorkflowOutput(answer=answer))
+    assert (reward.total, reward.is_success) == (total, success)
+    assert reward.parts["solved"] == float(success)
+
+
+async def test_judge_scores_a_non_text_answer_zero(judge):
+    reward = await judge.score(task([3, 5, 4], 32), WorkflowOutput(answer={"expr": "(3 + 5) * 4"}))
+    assert reward.total == 0.0 and reward.feedback == "no <answer>...</answer>"
+
+
+def test_judge_refuses_a_format_reward_outside_0_1():
+    with pytest.raises(ConfigError, match=r"format_reward = 1.5; it must lie in \[0, 1\)"):
+        build_judge({"type": "judge.py:CountdownJudge", "args": {"format_reward": 1.5}}, FOLDER)
+
+
+# ---------------------------------------------------------------------------- shipped data
+
+
+def test_make_data_reproduces_the_shipped_files(tmp_path):
+    run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=FOLDER,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    for name in ["train.jsonl", "val.jsonl", "sft.jsonl"]:
+        assert (tmp_path / name).read_bytes() == (FOLDER / name).read_bytes(), name
+
+
+def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
+    rows = {n: [json.loads(x) for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in ["train", "val", "sft"]}
+    assert (len(rows["train"]), len(rows["val"]), len(rows["sft"])) == (96, 32, 96)
+    key = lambda r: (tuple(sorted(r["metadata"]["numbers"])), r["answer"])  # noqa: E731
+    assert not {key(r) for r in rows["train"]} & {key(r) for r in rows["val"]}
+    for row in rows["train"] + rows["val"]:
+        m = row["metadata"]
+        assert row["answer"] == m["target"] and countdown.verify(m["solution"], m["numbers"], m["target"]) == (True, "solved")
+    for row, demo in zip(rows["train"], rows["sft"]):
+        assert demo["messages"] == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["query"]},
+                                    {"role": "assistant", "content": f"<answer>{row['metadata']['solution']}</answer>"}]
+
+
+def test_the_agent_module_is_plain_agentscope():
+    # the agent must be what an AgentScope user writes: no ajet import anywhere in it
+    tree = ast.parse((FOLDER / "countdown_agent.py").read_text())
+    modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not any(m.split(".")[0] == "ajet" for m in modules)
+    assert {"agentscope.agent", "agentscope.model", "agentscope.credential"} <= modules
+
+
+# ---------------------------------------------------------------------------- the AgentScope agent over HTTP
+
+
+def tuner_for(server) -> Tuner:
+    return Tuner(server.base_url, "policy", issue_key=lambda agent: f"key-{agent}")
+
+
+async def test_agentscope_agent_calls_the_endpoint_with_the_episode_key(llm):
+    # (streaming needs a server that streams: tests/e2e/test_tutorial_countdown.py runs it on the gateway)
+    llm.script = [{"content": "<answer>(3 + 5) * 4</answer>"}]
+    out = await CountdownWorkflow().execute(task([3, 5, 4], 32), tuner_for(llm))
+    assert out.answer == "<answer>(3 + 5) * 4</answer>" and out.metadata["expression"] == "(3 + 5) * 4"
+    request = llm.requests[0]
+    assert llm.headers[0]["authorization"] == "Bearer key-solver"  # the key marks the episode and agent
+    assert request["model"] == "policy" and request["stream"] is False
+    sent = [(m["role"], m["content"][0]["text"]) for m in request["messages"]]  # AgentScope sends text parts
+    assert sent == [("system", SYSTEM_PROMPT), ("user", "Numbers: [3, 5, 4]. Target: 32.")]
+    assert "tools" not in request  # plain text, no tool calls
+
+
+async def test_a_refused_call_ends_the_episode_without_an_answer(llm):
+    llm.script = ["400"]
+    out = await CountdownWorkflow().execute(task([3, 5, 4], 32), tuner_for(llm))
+    assert out.answer == "" and out.metadata["stop_reason"].startswith("llm_refused")
+    assert len(llm.requests) == 1  # not retried
+
+
+@pytest.mark.parametrize("item, error", [("500", "InternalServerError"), ("garbage", "AttributeError")])
+async def test_a_broken_endpoint_raises_for_the_rollout_to_count(llm, item, error):
+    llm.script = [item]
+    with pytest.raises(Exception) as info:
+        await CountdownWorkflow().execute(task([3, 5, 4], 32), tuner_for(llm))
+    assert type(info.value).__name__ == error and len(llm.requests) == 1

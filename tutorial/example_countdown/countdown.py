@@ -1,0 +1,106 @@
+"""The countdown game: reach a target from given numbers with + - * /, each number used exactly once.
+
+Pure Python, no ajet and no AgentScope: the verifier the judge uses, the answer extraction, and
+the solver `make_data.py` builds demonstrations with. Arithmetic is exact (`fractions.Fraction`),
+so `6 / 4 * 2` is 3, not 2.9999.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterator
+from fractions import Fraction
+
+MAX_EXPRESSION_CHARS = 120
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+class InvalidExpression(ValueError):
+    """The text is not an arithmetic expression of integers with + - * / and parentheses."""
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The last `<answer>...</answer>` in `text`, stripped; None when there is none."""
+    found = _ANSWER.findall(text or "")
+    return found[-1].strip() if found else None
+
+
+def parse(expression: str) -> tuple[Fraction, list[int]]:
+    """(value, the integer literals in order) of `expression`; raise InvalidExpression otherwise."""
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise InvalidExpression(f"longer than {MAX_EXPRESSION_CHARS} characters")
+    text = expression.replace("×", "*").replace("÷", "/")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise InvalidExpression(f"not an expression: {expression!r}") from None
+    numbers: list[int] = []
+    return _value(tree.body, numbers), numbers
+
+
+def _value(node: ast.AST, numbers: list[int]) -> Fraction:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        numbers.append(node.value)
+        return Fraction(node.value)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _value(node.left, numbers), _value(node.right, numbers)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if right == 0:
+            raise InvalidExpression("division by zero")
+        return left / right
+    raise InvalidExpression(f"only integers, + - * / and parentheses are allowed, not {ast.dump(node)[:40]}")
+
+
+def verify(expression: str | None, numbers: list[int], target: int) -> tuple[bool, str]:
+    """(solved, why): `expression` uses each of `numbers` exactly once and equals `target`."""
+    if expression is None:
+        return False, "no <answer>...</answer>"
+    try:
+        value, used = parse(expression)
+    except InvalidExpression as exc:
+        return False, f"invalid: {exc}"
+    if Counter(used) != Counter(numbers):
+        return False, f"uses {sorted(used)}, not each of {sorted(numbers)} once"
+    if value != target:
+        return False, f"equals {value}, not {target}"
+    return True, "solved"
+
+
+def solve(numbers: list[int], target: int) -> str | None:
+    """An expression of all `numbers` (each once) equal to `target`, or None. Exhaustive: fine for <= 4."""
+    for expression, value in expressions(tuple(numbers)):
+        if value == target:
+            return expression
+    return None
+
+
+def expressions(numbers: tuple[int, ...]) -> Iterator[tuple[str, Fraction]]:
+    """Every (expression, value) combining all of `numbers`, the given order and left-nested forms first."""
+    if len(numbers) == 1:
+        yield str(numbers[0]), Fraction(numbers[0])
+        return
+    seen = set()
+    for order in itertools.permutations(range(len(numbers))):
+        for split in range(len(numbers) - 1, 0, -1):  # left-nested first: (a + b) + c
+            left = tuple(numbers[i] for i in order[:split])
+            right = tuple(numbers[i] for i in order[split:])
+            if (left, right) in seen:
+                continue
+            seen.add((left, right))
+            for (le, lv), (re_, rv) in itertools.product(list(expressions(left)), list(expressions(right))):
+                ls = le if len(left) == 1 else f"({le})"
+                rs = re_ if len(right) == 1 else f"({re_})"
+                yield f"{ls} + {rs}", lv + rv
+                yield f"{ls} - {rs}", lv - rv
+                yield f"{ls} * {rs}", lv * rv
+                if rv != 0:
+                    yield f"{ls} / {rs}", lv / rv
