@@ -85,7 +85,8 @@ class Werewolves(Workflow):
             messages=conversations[ours[0]],  # one trained agent's view; all of them are in metadata
             metadata={"roles": game.roles, "agents": game.names, "winner": game.winner,
                       "trained_side": self.trained_side, "days": game.day, "log": game.log,
-                      "invalid": game.invalid, "errors": game.errors, "actions": game.actions,
+                      "invalid": game.invalid, "errors": game.errors, "last_error": game.last_error,
+                      "actions": game.actions,
                       "trained_actions": sum(game.actions.get(a, 0) for a in ours),
                       "conversations": conversations},
             metrics={"win": float(game.winner == self.trained_side), "days": float(game.day),

@@ -86,6 +86,7 @@ class Game:
     accused: str | None = None  # the seer's accusation of the current day
     invalid: dict[str, int] = field(default_factory=dict)  # agent -> actions that did not count
     errors: dict[str, int] = field(default_factory=dict)  # agent -> asks that raised (no reply at all)
+    last_error: dict[str, str] = field(default_factory=dict)  # agent -> what its last failed ask raised
     actions: dict[str, int] = field(default_factory=dict)  # agent -> actions asked
     log: list[str] = field(default_factory=list)  # public events, in order
 
@@ -219,8 +220,9 @@ async def play(game: Game, ask: Ask) -> dict[str, list[dict[str, Any]]]:
         messages.append({"role": "user", "content": game.prompt(agent, kind, game.log[start:])})
         try:
             reply = await ask(agent, kind, messages)
-        except Exception:  # noqa: BLE001 - an agent that raises loses its turn, the game goes on
+        except Exception as exc:  # noqa: BLE001 - an agent that raises loses its turn, the game goes on
             game.errors[agent] = game.errors.get(agent, 0) + 1
+            game.last_error[agent] = f"{type(exc).__name__}: {exc}"[:300]
             messages.pop()
             seen[agent] = start  # it has not heard the news yet
             return game.act(agent, kind, None)
