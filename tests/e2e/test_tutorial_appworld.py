@@ -17,7 +17,7 @@ from appworld_env import INITIAL  # noqa: E402
 def test_appworld_trains_on_the_tiny_model_and_judges_the_final_state(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "ajet.cli", "--conf", str(YAML), "model=tiny-random", "sft.epochs=0.2",
+        [sys.executable, "-m", "ajet.cli", "--conf", str(YAML), "model=tiny-random", "sft.epochs=0.2", "sft.batch_size=8",
          "trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2", "rollout.max_tokens_per_turn=16",
          f"output_dir={out}"],
         capture_output=True, text=True, timeout=300, cwd="/")
