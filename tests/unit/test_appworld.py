@@ -18,8 +18,9 @@ from ajet.plugins import load_object
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_appworld"
 AppAgent = load_object(f"{FOLDER / 'agent.py'}:AppAgent")  # puts the tutorial folder on sys.path
 FinalStateJudge = load_object(f"{FOLDER / 'judge.py'}:FinalStateJudge")
+# make_data.py is a name every tutorial uses: load it under its own module name, not `import make_data`
+build_data = load_object(f"{FOLDER / 'make_data.py'}:build")
 sys.path.insert(0, str(FOLDER))
-import make_data  # noqa: E402
 from appworld_env import INITIAL, World, changes  # noqa: E402
 
 PRISTINE = copy.deepcopy(INITIAL)
@@ -134,7 +135,7 @@ async def test_concurrent_episodes_do_not_see_each_others_state(llm):
 
 
 def test_make_data_reproduces_the_shipped_files_and_the_references_score_full_marks(tmp_path):
-    counts = make_data.build(tmp_path)
+    counts = build_data(tmp_path)
     assert counts == {"train": 45, "val": 18, "sft": 45}
     for name in counts:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name

@@ -17,8 +17,9 @@ from ajet.plugins import load_object
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_werewolves"
 Werewolves = load_object(f"{FOLDER / 'agent.py'}:Werewolves")  # puts the tutorial folder on sys.path
 WinJudge = load_object(f"{FOLDER / 'judge.py'}:WinJudge")
+# make_data.py is a name every tutorial uses: load it under its own module name, not `import make_data`
+build_data = load_object(f"{FOLDER / 'make_data.py'}:build")
 sys.path.insert(0, str(FOLDER))
-import make_data  # noqa: E402
 from werewolf_game import Game, deal, parse_action, play, village_plan  # noqa: E402
 
 ROLES = {"P1": "wolf", "P2": "seer", "P3": "villager", "P4": "wolf", "P5": "villager"}
@@ -168,7 +169,7 @@ async def test_workflow_plays_through_the_tuner_and_counts_failing_agents(llm):
 
 
 def test_make_data_reproduces_the_shipped_files(tmp_path):
-    counts = make_data.build(tmp_path)
+    counts = build_data(tmp_path)
     assert counts == {"train": 48, "val": 16, "sft": 96}
     for name in counts:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name

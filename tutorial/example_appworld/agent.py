@@ -19,11 +19,9 @@ from typing import Any
 import openai
 
 from ajet import Task, Tuner, Workflow, WorkflowOutput
-from appworld_env import TOOLS, World
+from appworld_env import SYSTEM_PROMPT, TOOLS, World
 
 DEFAULT_MAX_TURNS = 4
-SYSTEM_PROMPT = ("You are an assistant with access to the user's contacts, calendar and payments apps. "
-                 "Do what the user asks by calling the tools, then say briefly what you did.")
 
 
 class AppAgent(Workflow):

@@ -18,6 +18,10 @@ import copy
 import json
 from typing import Any
 
+# Here rather than in agent.py: make_data.py needs it, and `agent` is a module name other tutorials use too.
+SYSTEM_PROMPT = ("You are an assistant with access to the user's contacts, calendar and payments apps. "
+                 "Do what the user asks by calling the tools, then say briefly what you did.")
+
 INITIAL: dict[str, Any] = {
     "contacts": [
         {"id": "c01", "name": "Alice Chen", "email": "alice.chen@example.com"},

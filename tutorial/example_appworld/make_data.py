@@ -23,8 +23,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from agent import SYSTEM_PROMPT
-from appworld_env import INITIAL, TOOLS, World, changes
+from appworld_env import INITIAL, SYSTEM_PROMPT, TOOLS, World, changes
 
 SEED = 5
 COUNTS = {"pay": (20, 8), "meet": (20, 8), "cancel": (5, 2)}  # category -> (train, val)
