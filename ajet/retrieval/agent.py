@@ -35,12 +35,6 @@ class ToolRetrievalArgs(BaseModel):
                                     "the lowest ranked: the oracle that shows what retrieval misses cost the agent.")
 
 
-def reference_tools(answer: Any) -> list[str]:
-    """Tool names of a task's reference calls (`answer: {calls: [{name, ...}]}`); [] when it has none."""
-    calls = answer.get("calls") if isinstance(answer, dict) else None
-    return [c["name"] for c in calls or [] if isinstance(c, dict) and isinstance(c.get("name"), str)]
-
-
 class ToolRetrieval:
     """One per workflow: the retriever, indexed once per distinct tool list."""
 

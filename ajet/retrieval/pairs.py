@@ -24,6 +24,12 @@ class Pairs:
     skipped: int = 0
 
 
+def reference_tools(answer: Any) -> list[str]:
+    """Tool names of a task's reference calls (`answer: {calls: [{name, ...}]}`); [] when it has none."""
+    calls = answer.get("calls") if isinstance(answer, dict) else None
+    return [c["name"] for c in calls or [] if isinstance(c, dict) and isinstance(c.get("name"), str) and c["name"]]
+
+
 def row_pairs(row: Any) -> list[tuple[str, str]]:
     """The (query, tool) pairs of one SFT row or task; [] when it has no query or no call."""
     if not isinstance(row, dict):
@@ -34,9 +40,7 @@ def row_pairs(row: Any) -> list[tuple[str, str]]:
         names = [(c.get("function") or {}).get("name") for m in msgs if m.get("role") == "assistant"
                  for c in (m.get("tool_calls") or []) if isinstance(c, dict)]
     else:
-        query = row.get("query")
-        answer = row.get("answer") if isinstance(row.get("answer"), dict) else {}
-        names = [c.get("name") for c in answer.get("calls") or [] if isinstance(c, dict)]
+        query, names = row.get("query"), reference_tools(row.get("answer"))
     if not isinstance(query, str) or not query.strip():
         return []
     return [(query, n) for n in dict.fromkeys(names) if isinstance(n, str) and n]

@@ -34,7 +34,8 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ajet.errors import ConfigError
-from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs, reference_tools
+from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs
+from ajet.retrieval.pairs import reference_tools
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, record_error
 from ajet.workflow import Task, Workflow, WorkflowOutput
 from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
