@@ -65,7 +65,7 @@ class Candidate:
         if len(self.steps) < 2:
             return answer
         link = (self.steps[1].get("inputs_from") or [{}])[0]
-        if link and len(_fitting_paths(self.steps[0], link["argument"])) > 1:
+        if link and len(_fitting(answer_paths(self.steps[0]), link["argument"])) > 1:
             return f"{answer} of the {phrasing.field_name(link['path'])}"
         return answer
 
@@ -157,6 +157,7 @@ def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     "convert the cheaper of Atlanta and Chicago to therm" is a chain as real as "convert Atlanta's"."""
     extra: list[dict[str, Any]] = []
     by_id = {row["id"]: row for row in bank}
+    leaves = {row["id"]: answer_paths(row) for row in bank}  # each result walked once, not once per row
     for row in bank:
         links = row.get("inputs_from") or []
         if len(links) != 1 or links[0]["call"] not in by_id:
@@ -166,8 +167,7 @@ def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for other in bank:
             if other["tool"] in (row["tool"], parent["tool"]):
                 continue
-            paths = [path for path in _fitting_paths(other, link["argument"])
-                     if values_match(_at(parsed_result(other), path), value)]
+            paths = [path for path, leaf in _fitting(leaves[other["id"]], link["argument"]) if values_match(leaf, value)]
             if paths:  # the most descriptive key: cheaper_price over price_a when both hold the value
                 path = max(paths, key=lambda p: len(_words(p[-1])))
                 extra.append({**row, "id": f"{row['id']}~{other['id']}",
@@ -175,15 +175,9 @@ def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return extra
 
 
-def _fitting_paths(step: dict[str, Any], argument: str) -> list[list[Any]]:
-    """Paths of numeric or text leaves of a result whose key shares a word with `argument`."""
-    return [path for path, _ in answer_paths(step) if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
-
-
-def _at(node: Any, path: list[Any]) -> Any:
-    for key in path:
-        node = node[key]
-    return node
+def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
+    """The (path, value) leaves of a result whose key shares a word with `argument`."""
+    return [(path, v) for path, v in leaves if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
 
 
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
