@@ -70,3 +70,22 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 def dropped_path(out: Path) -> Path:
     """Where the rows dropped on the way to `out` are kept, with their reasons."""
     return out.with_name(out.name + ".dropped.jsonl")
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`rows` as a JSONL file, written whole or not at all (a temp file renamed over `path`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def write_jsonl_files(out_dir: Path, files: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """Each list of `files` as `<out_dir>/<name>.jsonl` (a tutorial's train, val and sft files); the
+    row count of each."""
+    for name, rows in files.items():
+        write_jsonl(Path(out_dir) / f"{name}.jsonl", rows)
+    return {name: len(rows) for name, rows in files.items()}

@@ -25,6 +25,8 @@ from typing import Any
 
 from appworld_env import INITIAL, SYSTEM_PROMPT, TOOLS, World, changes
 
+from ajet.generate.files import write_jsonl_files
+
 SEED = 5
 COUNTS = {"pay": (20, 8), "meet": (20, 8), "cancel": (5, 2)}  # category -> (train, val)
 HERE = Path(__file__).resolve().parent
@@ -117,11 +119,7 @@ def build(out_dir: Path) -> dict[str, int]:
                                 "metadata": {"category": category}})
             if split == "train":
                 rows["sft"].append(_demo(query, calls, contents, confirmation))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

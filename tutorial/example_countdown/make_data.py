@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from fractions import Fraction
 from pathlib import Path
@@ -21,6 +20,8 @@ from typing import Any
 
 from countdown import expressions, solve, verify
 from countdown_agent import SYSTEM_PROMPT
+
+from ajet.generate.files import write_jsonl_files
 
 SEED = 11
 N_TRAIN, N_VAL = 96, 32
@@ -72,11 +73,7 @@ def build(out_dir: Path) -> dict[str, int]:
         split: [{"task_id": f"countdown-{split}-{i:03d}", **t} for i, t in enumerate(items)]
         for split, items in splits.items()}
     rows["sft"] = [demonstration(t) for t in splits["train"]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

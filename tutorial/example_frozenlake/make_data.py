@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 from typing import Any
 
 from agent import SYSTEM_PROMPT
 from frozenlake import Lake, shortest_path
+
+from ajet.generate.files import write_jsonl_files
 
 SEED = 5
 N_TRAIN, N_VAL, N_SFT, SIZE = 64, 32, 32, 4
@@ -67,11 +68,7 @@ def build(out_dir: Path) -> dict[str, int]:
                             "answer": len(shortest_path(m) or []), "metadata": {"map": m, "path": shortest_path(m)}}
                            for i, m in enumerate(items)]
     rows_out["sft"] = [demonstration(m) for m in maps[:N_SFT]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows_out.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows_out.items()}
+    return write_jsonl_files(out_dir, rows_out)
 
 
 def main(argv: list[str] | None = None) -> None:

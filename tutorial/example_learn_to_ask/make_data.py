@@ -20,6 +20,8 @@ from typing import Any
 
 from consult import SYSTEM_PROMPT, TOPICS
 
+from ajet.generate.files import write_jsonl_files
+
 SEED = 5
 N_TRAIN, N_VAL = 64, 32
 HERE = Path(__file__).resolve().parent
@@ -108,11 +110,7 @@ def build(out_dir: Path) -> dict[str, int]:
     for split, items in splits.items():
         rows[split] = [{"task_id": f"ask-{split}-{i:03d}", **case} for i, case in enumerate(items)]
     rows["sft"] = [demonstration(case) for case in splits["train"]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

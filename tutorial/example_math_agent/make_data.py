@@ -19,6 +19,8 @@ from typing import Any
 
 from math_tools import CALCULATOR_SPEC, SYSTEM_PROMPT, evaluate
 
+from ajet.generate.files import write_jsonl_files
+
 SEED = 7
 N_TRAIN, N_VAL, N_SFT = 64, 32, 32
 HERE = Path(__file__).resolve().parent
@@ -126,11 +128,7 @@ def build(out_dir: Path) -> dict[str, int]:
     for split, items in splits.items():
         rows[split] = [{"task_id": f"math-{split}-{i:03d}", **task} for i, task in enumerate(items)]
     rows["sft"] = [demonstration(task) for task in splits["train"][:N_SFT]]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -31,6 +31,7 @@ from energy_server import (
     GAS_PRICES, PIPELINES, PRODUCTION_BCF, PRODUCTION_YEARS, STORAGE, TEMPERATURES_F, UNIT_JOULES,
 )
 
+from ajet.generate.files import write_jsonl_files
 from ajet.workflows.mcp_client import ToolOutcome, call_tool, list_openai_tools, open_client
 
 SEED = 20240115
@@ -250,11 +251,7 @@ async def build(out_dir: Path) -> dict[str, int]:
                     openai_demo, sharegpt_demo = _demo(draft.query, outcomes, sentence, tools)
                     rows["sft"].append(openai_demo)
                     rows["sft_sharegpt"].append(sharegpt_demo)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

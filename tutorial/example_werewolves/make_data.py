@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 from pathlib import Path
 from typing import Any
 
 from werewolf_game import VILLAGE_AGENTS, Game, deal, play, random_plan, village_plan
+
+from ajet.generate.files import write_jsonl_files
 
 SEED = 11
 N_TRAIN, N_VAL, N_SFT = 48, 16, 32
@@ -52,11 +53,7 @@ def build(out_dir: Path) -> dict[str, int]:
         "val": [_task("val", i, s) for i, s in enumerate(seeds[N_TRAIN:])],
     }
     rows["sft"] = [demo for task in rows["train"][:N_SFT] for demo in asyncio.run(_demos(task))]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, items in rows.items():
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        (out_dir / f"{name}.jsonl").write_text(text, encoding="utf-8")
-    return {name: len(items) for name, items in rows.items()}
+    return write_jsonl_files(out_dir, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from ajet.config.schema import AjetConfig
 from ajet.errors import TaskReaderError
 from ajet.task_reader import read_tasks
+from ajet.generate.files import write_jsonl
 from ajet.trainer.sft_data import Conversation, PreferencePair, parse_conversation, parse_preference, read_jsonl
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
@@ -135,12 +136,3 @@ def task_dataset(cfg: AjetConfig, out: Path) -> Dataset:
             for task in tasks]
     write_jsonl(out, rows)
     return Dataset(out, rows)
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
