@@ -4,10 +4,10 @@ whose episodes each keep their own world, scored on the apps' final state."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 YAML = ROOT / "tutorial" / "example_appworld" / "appworld.yaml"
 sys.path.insert(0, str(YAML.parent))
@@ -16,12 +16,9 @@ from appworld_env import INITIAL  # noqa: E402
 
 def test_appworld_trains_on_the_tiny_model_and_judges_the_final_state(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ajet.cli", "--conf", str(YAML), "model=tiny-random", "sft.epochs=0.2", "sft.batch_size=8",
+    run_ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.2", "sft.batch_size=8",
          "trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2", "rollout.max_tokens_per_turn=16",
-         f"output_dir={out}"],
-        capture_output=True, text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+         f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows] == ["sft", "sft", "grpo"]
     assert all(r["loss"] > 0 for r in rows[:2]) and rows[2]["episodes"] == 4

@@ -5,25 +5,19 @@ hold, and an agent that raises, hangs or never calls the model is counted, not f
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tutorial" / "example_countdown"
 YAML = FOLDER / "countdown.yaml"
 FAULTS = Path(__file__).resolve().parent / "countdown_faults.py"
 
 
-def _ajet(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args], capture_output=True, text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc
-
-
 def test_countdown_trains_the_agentscope_agent_on_the_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    _ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.1", "trainer.steps=1", "rollout.batch_tasks=2",
+    run_ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.1", "trainer.steps=1", "rollout.batch_tasks=2",
           "rollout.group_size=2", "rollout.max_tokens_per_turn=8", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows][0] == "sft" and rows[-1]["stage"] == "grpo"
@@ -42,7 +36,7 @@ def test_streaming_the_sft_prompt_and_bad_agents_on_the_gateway(tmp_path: Path, 
 
     from ajet.render import ChatRenderer
 
-    _ajet("eval", "--conf", str(YAML), "model=tiny-random", "eval.limit=5", f"workflow={FAULTS}:FaultyCountdown",
+    run_ajet("eval", "--conf", str(YAML), "model=tiny-random", "eval.limit=5", f"workflow={FAULTS}:FaultyCountdown",
           "workflow_args.stream=true", "rollout.retries=0", "rollout.episode_timeout_s=5",
           "rollout.max_tokens_per_turn=8", f"output_dir={tmp_path}")
     report = json.loads((tmp_path / "eval.json").read_text())

@@ -5,21 +5,17 @@ counted per episode and never stop the run."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.e2e.cli import run_ajet
 YAML = Path(__file__).resolve().parents[2] / "tutorial" / "example_frozenlake" / "frozenlake.yaml"
 
 
 def test_frozenlake_trains_long_episodes_merged_into_one_sample_each(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ajet.cli", "--conf", str(YAML), "model=tiny-random", "sft.epochs=0.25",
+    run_ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.25",
          "trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2", "rollout.max_turns=5",
-         "rollout.max_tokens_per_turn=8", f"output_dir={out}"],
-        capture_output=True, text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+         "rollout.max_tokens_per_turn=8", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["stage"] == "sft" and rows[-1]["stage"] == "grpo" and rows[-1]["episodes"] == 4
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]

@@ -5,29 +5,19 @@ multi-turn merging, scripted patient and judge run and the reward is the hand-co
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tutorial" / "example_learn_to_ask"
 YAML = FOLDER / "learn_to_ask.yaml"
 
 
-def _ajet(*args: str) -> subprocess.CompletedProcess:
-    # The tiny model gains nothing from more threads; on a busy machine extra ones only spin.
-    proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args], capture_output=True, text=True, timeout=300, cwd="/",
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc
-
-
 def test_trains_sft_then_grpo_on_the_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    _ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.125", "sft.batch_size=8", "trainer.steps=1", "rollout.batch_tasks=2",
+    run_ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.125", "sft.batch_size=8", "trainer.steps=1", "rollout.batch_tasks=2",
           "rollout.group_size=2", "rollout.max_tokens_per_turn=12", "rollout.max_turns=3", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows] == ["sft", "grpo"] and rows[0]["loss"] > 0 and rows[1]["episodes"] == 4
@@ -44,7 +34,7 @@ def test_replayed_consultations_score_as_computed_by_hand(tmp_path: Path) -> Non
     sloppy = ["How long have you had it?", "How long exactly?", "Advice: rest."]  # 1 of 3 facts, 1 repeat
     (tmp_path / "script.json").write_text(json.dumps([{"text": t} for t in from_demo + sloppy]))
     (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in val))
-    _ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
+    run_ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
           f"engine.replay_file={tmp_path / 'script.json'}", f"task_reader.val={tmp_path / 'val.jsonl'}",
           "rollout.concurrency=1", f"output_dir={tmp_path / 'eval'}")
     episodes = [json.loads(line) for line in (tmp_path / "eval" / "eval_episodes.jsonl").read_text().splitlines()]
@@ -65,7 +55,7 @@ def test_the_patient_can_be_a_model_behind_ajet_serve(tmp_path: Path) -> None:
     (tmp_path / "script.json").write_text(json.dumps([{"text": t} for t in doctor]))
     (tmp_path / "val.jsonl").write_text(json.dumps(val[0]) + "\n")
     with ajet_serve("tiny-random", tmp_path / "serve.log", "--max-tokens", "8", served_name="patient") as url:
-        _ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
+        run_ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
               f"engine.replay_file={tmp_path / 'script.json'}", f"task_reader.val={tmp_path / 'val.jsonl'}",
               "workflow_args.patient=llm", f"workflow_args.patient_base_url={url}", "workflow_args.patient_model=patient",
               f"output_dir={tmp_path / 'eval'}")

@@ -5,27 +5,17 @@ real gateway, tool-call parser, sandbox and judge run and every containment is c
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tutorial" / "example_math_python"
 YAML = FOLDER / "math_python.yaml"
 
 
-def _ajet(*args: str) -> subprocess.CompletedProcess:
-    # The tiny model gains nothing from more threads; on a busy machine extra ones only spin.
-    proc = subprocess.run([sys.executable, "-m", "ajet.cli", *args], capture_output=True, text=True, timeout=300, cwd="/",
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return proc
-
-
 def test_trains_sft_then_grpo_on_the_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    _ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.125", "sft.batch_size=8", "trainer.steps=1", "rollout.batch_tasks=2",
+    run_ajet("--conf", str(YAML), "model=tiny-random", "sft.epochs=0.125", "sft.batch_size=8", "trainer.steps=1", "rollout.batch_tasks=2",
           "rollout.group_size=2", "rollout.max_tokens_per_turn=16", "rollout.max_turns=2", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows] == ["sft", "grpo"] and rows[0]["loss"] > 0 and rows[1]["episodes"] == 4
@@ -48,7 +38,7 @@ def test_bad_programs_are_contained_and_counted_per_episode(tmp_path: Path) -> N
         script += [{"text": _call(code)}, {"text": f"The answer is \\boxed{{{first['answer'] if i == 0 else -1}}}."}]
     (tmp_path / "script.json").write_text(json.dumps(script))
     (tmp_path / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in val))
-    _ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
+    run_ajet("eval", "--conf", str(YAML), "model.path=tiny-random", "engine.type=replay",
           f"engine.replay_file={tmp_path / 'script.json'}", f"task_reader.val={tmp_path / 'val.jsonl'}",
           "rollout.concurrency=1", "workflow_args.wall_s=1.5", f"output_dir={tmp_path / 'eval'}")
     episodes = [json.loads(line) for line in (tmp_path / "eval" / "eval_episodes.jsonl").read_text().splitlines()]

@@ -5,10 +5,9 @@ only the trained side's calls in the samples."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 YAML = ROOT / "tutorial" / "example_werewolves" / "werewolves.yaml"
 VILLAGE = {"seer", "villager1", "villager2"}
@@ -16,12 +15,9 @@ VILLAGE = {"seer", "villager1", "villager2"}
 
 def test_werewolves_trains_only_the_village_on_the_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ajet.cli", "--conf", str(YAML), "model=tiny-random",
+    run_ajet("--conf", str(YAML), "model=tiny-random",
          "workflow_args.frozen_model=tiny-random", "sft.epochs=0.05", "trainer.steps=1", "rollout.batch_tasks=2",
-         "rollout.group_size=2", "rollout.max_tokens_per_turn=6", "workflow_args.max_tokens=6", f"output_dir={out}"],
-        capture_output=True, text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+         "rollout.group_size=2", "rollout.max_tokens_per_turn=6", "workflow_args.max_tokens=6", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows] == ["sft", "grpo"]
     assert rows[0]["loss"] > 0 and rows[1]["episodes"] == 4
