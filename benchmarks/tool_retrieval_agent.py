@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ajet.generate.files import write_jsonl
 from ajet.retrieval.load import select_tools
 from ajet.workflows.mcp_client import call_tool, open_client
 
@@ -48,32 +49,32 @@ def _sentence(tool: dict[str, Any], place: str, value: Any) -> str:
     return f"The {what} for {place} is {value}."
 
 
-async def _rows(server: Path, tasks: list[dict], tools: list[dict], retriever: Any) -> tuple[list[dict], list[dict]]:
-    """(SFT rows, tasks with their final value): each reference call run on the real server."""
-    by_name = {t["function"]["name"]: t for t in tools}
-    sft, scored = [], []
+async def _run_references(server: Path, tasks: list[dict]) -> list[dict]:
+    """`tasks` with `answer.final` and `content`: each reference call run once on the real server."""
+    scored = []
     async with open_client(str(server)) as client:
         for task in tasks:
             call = task["answer"]["calls"][0]
             outcome = await call_tool(client, call["name"], call["arguments"])
             if outcome.error is not None:
                 raise RuntimeError(f"{call}: {outcome.error}")
-            value = outcome.result["value"]
-            scored.append({**task, "answer": {**task["answer"], "final": value}})
-            offered = select_tools(retriever, tools, task["query"], 8, [call["name"]])
-            sft.append({"tools": offered, "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": task["query"]},
-                {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {
-                    "name": call["name"], "arguments": json.dumps(call["arguments"])}}]},
-                {"role": "tool", "tool_call_id": "call_0", "content": outcome.content},
-                {"role": "assistant", "content": _sentence(by_name[call["name"]], next(iter(call["arguments"].values())),
-                                                           value)}]})
-    return sft, scored
+            scored.append({**task, "answer": {**task["answer"], "final": outcome.result["value"]},
+                           "content": outcome.content})
+    return scored
 
 
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+def _demo(task: dict, tools: list[dict], retriever: Any) -> dict:
+    """An SFT row: the retriever's top 8 with the right tool among them, the call, its result, a sentence."""
+    call = task["answer"]["calls"][0]
+    spec = next(t for t in tools if t["function"]["name"] == call["name"])
+    return {"tools": select_tools(retriever, tools, task["query"], 8, [call["name"]]), "messages": [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": task["query"]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {
+            "name": call["name"], "arguments": json.dumps(call["arguments"])}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": task["content"]},
+        {"role": "assistant", "content": _sentence(spec, next(iter(call["arguments"].values())),
+                                                   task["answer"]["final"])}]}
 
 
 def compare_agents(root: Path, tools: list[dict], train: list[dict], heldout: list[dict], retriever: Any,
@@ -84,11 +85,12 @@ def compare_agents(root: Path, tools: list[dict], train: list[dict], heldout: li
     rng = random.Random(0)
     demo_tasks, val_tasks = rng.sample(train, min(n_demos, len(train))), rng.sample(heldout, min(n_val, len(heldout)))
     (root / "server.py").write_text(SERVER)
-    sft, scored_train = asyncio.run(_rows(root / "server.py", demo_tasks, tools, retriever))
-    _, scored_val = asyncio.run(_rows(root / "server.py", val_tasks, tools, retriever))
-    _write_jsonl(root / "sft.jsonl", sft)
-    _write_jsonl(root / "train_tasks.jsonl", scored_train)
-    _write_jsonl(root / "val.jsonl", scored_val)
+    scored = asyncio.run(_run_references(root / "server.py", demo_tasks + val_tasks))
+    scored_train, scored_val = scored[:len(demo_tasks)], scored[len(demo_tasks):]
+    sft = [_demo(task, tools, retriever) for task in scored_train]
+    write_jsonl(root / "sft.jsonl", sft)
+    for name, rows in (("train_tasks", scored_train), ("val", scored_val)):
+        write_jsonl(root / f"{name}.jsonl", [{k: v for k, v in r.items() if k != "content"} for r in rows])
     conf = root / "agent.yaml"
     conf.write_text(YAML.format(system=SYSTEM))
     print(f"agent: SFT on {len(sft)} demonstrations, eval on {len(scored_val)} held-out queries", flush=True)
