@@ -15,6 +15,7 @@ from typing import Any
 import openai
 
 from ajet import Task, Tuner, Workflow, WorkflowOutput
+from ajet.workflows.mcp_agent import assistant_message
 from math_tools import CALCULATOR_SPEC, SYSTEM_PROMPT, run_calculator
 
 DEFAULT_MAX_TURNS = 4
@@ -42,13 +43,7 @@ class MathAgent(Workflow):
                 break
             message = response.choices[0].message
             answer = message.content or ""
-            entry: dict[str, Any] = {"role": "assistant", "content": answer}
-            if message.tool_calls:
-                entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                    for c in message.tool_calls
-                ]
-            messages.append(entry)
+            messages.append(assistant_message(message))  # sent back unchanged: exact tokens
             if not message.tool_calls:
                 stop = "answered"
                 break
