@@ -49,6 +49,7 @@ class ReplicatedEngine(RemoteEngine):
         self.in_flight = [0] * len(self.replicas)
         self.served = [0] * len(self.replicas)  # requests answered, per replica
         self._routes: OrderedDict[str, int] = OrderedDict()
+        self._held = [0] * len(self.replicas)  # route keys per replica, kept with _routes
         self._down_until = [0.0] * len(self.replicas)
 
     async def start(self) -> None:
@@ -71,9 +72,6 @@ class ReplicatedEngine(RemoteEngine):
             await replica.close()
 
     # ------------------------------------------------------------------ routing
-    def keys_on(self, index: int) -> int:
-        return sum(1 for i in self._routes.values() if i == index)
-
     def _up(self) -> list[int]:
         now = time.monotonic()
         up = [i for i, until in enumerate(self._down_until) if until <= now]
@@ -87,16 +85,15 @@ class ReplicatedEngine(RemoteEngine):
             if index is not None and index in up:
                 self._routes.move_to_end(key)
                 return index
-        held = {i: 0 for i in up}
-        for i in self._routes.values():
-            if i in held:
-                held[i] += 1
-        index = min(up, key=lambda i: (self.in_flight[i], held[i], i))
+        index = min(up, key=lambda i: (self.in_flight[i], self._held[i], i))
         if key is not None:
+            previous = self._routes.pop(key, None)  # its replica is down: the key moves
+            if previous is not None:
+                self._held[previous] -= 1
             self._routes[key] = index
-            self._routes.move_to_end(key)
+            self._held[index] += 1
             while len(self._routes) > MAX_KEYS:
-                self._routes.popitem(last=False)
+                self._held[self._routes.popitem(last=False)[1]] -= 1
         return index
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:

@@ -154,3 +154,21 @@ def test_base_urls_are_for_the_remote_engine_only():
     with pytest.raises(ValueError, match="not both"):
         AjetConfig(workflow="wf.py:W", engine={"type": "remote", "base_url": "http://a/v1",
                                                 "base_urls": ["http://b/v1"]})
+
+
+def test_new_keys_go_to_the_replica_holding_fewest_and_counts_follow_moves_and_evictions(monkeypatch):
+    """Routing bookkeeping by hand, no server needed: keys spread 0, 1, 0; a key whose replica is down
+    moves and is counted where it went; the least recently used key is forgotten past MAX_KEYS."""
+    import time
+
+    import ajet.engine.replicas as replicas
+
+    engine = replicas.ReplicatedEngine(["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"], model="m")
+    assert [engine.pick(k) for k in ("a", "b", "c")] == [0, 1, 0]
+    assert engine.pick("a") == 0 and engine._held == [2, 1]
+    engine._down_until[0] = time.monotonic() + 60
+    assert engine.pick("a") == 1 and engine._held == [1, 2]
+    monkeypatch.setattr(replicas, "MAX_KEYS", 2)
+    engine._down_until[0] = 0.0
+    assert engine.pick("d") == 0  # 'b' (least recently used) is forgotten: one key each on 0 and 1
+    assert list(engine._routes) == ["a", "d"] and engine._held == [1, 1]
