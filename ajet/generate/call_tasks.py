@@ -83,6 +83,14 @@ class Candidate:
                     continue
                 # a later call's argument of the same name is said again ("then to unit GJ"), never dropped
                 given[name if name not in given else f"then {name}"] = value
+        # which record of a list the question is about: the loan a chain renews, the loan whose fine it
+        # asks ("renew Dune", not "renew a loan" when the member has three)
+        picks = [(step, (self.steps[i + 1].get("inputs_from") or [{}])[0].get("path"))
+                 for i, step in enumerate(self.steps[:-1])] + [(self.steps[-1], self.path)]
+        for step, path in picks:
+            label = item_label(parsed_result(step), path or [])
+            if label and not any(values_match(label[1], v) for v in given.values()):
+                given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
         return given
 
     def hidden(self) -> list[Any]:
@@ -123,6 +131,26 @@ def parsed_result(step: dict[str, Any]) -> Any:
     return result
 
 
+def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
+    """The (key, text) naming the list record `path` runs through, when the list holds several: its
+    `title` or `name` ({"loans": [{"loan_id", "title": "Dune", ...}, ...]} -> ("title", "Dune"))."""
+    node = result
+    for i, step in enumerate(path):
+        if isinstance(node, list) and isinstance(step, int) and step < len(node):
+            item = node[step]
+            if len(node) > 1 and isinstance(item, dict) and (path[i + 1:i + 2] or [None])[0] not in ("title", "name"):
+                for key in ("title", "name"):
+                    text = item.get(key)
+                    if isinstance(text, str) and 0 < len(text) <= 60:
+                        return key, text
+            node = item
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return None
+    return None
+
+
 def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
     """The values of a result a question can ask for: scalar leaves that are not an argument echoed
     back, numbers first (they are what a judge can check exactly)."""
@@ -150,6 +178,47 @@ def _words(key: Any) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", str(key).casefold()) if len(w) > 2}
 
 
+def _is_wildcard(row: dict[str, Any]) -> bool:
+    return any(origin == "wildcard" for origin in (row.get("origin") or {}).values())
+
+
+def _sources_of(row: dict[str, Any], link: dict[str, Any], bank: list[dict[str, Any]],
+                leaves: dict[str, list[tuple[list[Any], Any]]], skip_tools: set[str]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The calls (not of `skip_tools`, not wildcard searches) whose result holds the value `row` was passed
+    under a key naming the argument, each with its most descriptive such key (cheaper_price over price_a)."""
+    value = row["arguments"].get(link["argument"])
+    found = []
+    for other in bank:
+        if other["tool"] in skip_tools or _is_wildcard(other):
+            continue
+        paths = [path for path, leaf in _fitting(leaves[other["id"]], link["argument"]) if values_match(leaf, value)]
+        if paths:
+            found.append((other, max(paths, key=lambda p: len(_words(p[-1])))))
+    return found
+
+
+def rebased(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bank with each call fed by a wildcard search (find_member("a"), made to discover ids) fed
+    instead by a real call that returned the same value (find_member("Ana Ruiz")): exploration records
+    the first call a value came from, and no task is written through a wildcard, so without this the
+    ids it discovered would start no chain at all."""
+    by_id = {row["id"]: row for row in bank}
+    leaves = {row["id"]: answer_paths(row) for row in bank}
+    out = []
+    for row in bank:
+        links = row.get("inputs_from") or []
+        parent = by_id.get(links[0]["call"]) if len(links) == 1 else None
+        if parent is not None and _is_wildcard(parent):
+            sources = _sources_of(row, links[0], bank, leaves, {row["tool"]})
+            # the wildcard's own tool first: find_member("Ana Ruiz") is the search the user would make
+            sources.sort(key=lambda found: found[0]["tool"] != parent["tool"])
+            if sources:
+                other, path = sources[0]
+                row = {**row, "inputs_from": [{"argument": links[0]["argument"], "call": other["id"], "path": path}]}
+        out.append(row)
+    return out
+
+
 def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies of the calls fed by one earlier result, fed instead by another tool's call that returned the
     same value under a key naming the argument: exploration records the first call a value came from
@@ -162,16 +231,10 @@ def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
         links = row.get("inputs_from") or []
         if len(links) != 1 or links[0]["call"] not in by_id:
             continue
-        link, parent = links[0], by_id[links[0]["call"]]
-        value = row["arguments"].get(link["argument"])
-        for other in bank:
-            if other["tool"] in (row["tool"], parent["tool"]):
-                continue
-            paths = [path for path, leaf in _fitting(leaves[other["id"]], link["argument"]) if values_match(leaf, value)]
-            if paths:  # the most descriptive key: cheaper_price over price_a when both hold the value
-                path = max(paths, key=lambda p: len(_words(p[-1])))
-                extra.append({**row, "id": f"{row['id']}~{other['id']}",
-                              "inputs_from": [{"argument": link["argument"], "call": other["id"], "path": path}]})
+        parent = by_id[links[0]["call"]]
+        for other, path in _sources_of(row, links[0], bank, leaves, {row["tool"], parent["tool"]}):
+            extra.append({**row, "id": f"{row['id']}~{other['id']}",
+                          "inputs_from": [{"argument": links[0]["argument"], "call": other["id"], "path": path}]})
     return extra
 
 
@@ -182,7 +245,10 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
 
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
     """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from
-    (the recorded source of a passed value, or another tool's call that returned it: `other_sources`)."""
+    (the recorded source of a passed value, or another tool's call that returned it: `other_sources`).
+    A chain uses each tool once, and its answer must be new: a value the user gave or an earlier call
+    already returned makes the last call needless ("the member id of M-1648's loans")."""
+    bank = rebased(bank)
     bank = [*bank, *other_sources(bank)]
     by_id = {row["id"]: row for row in bank}
     chains: list[list[dict[str, Any]]] = [[row] for row in bank if "~" not in row["id"]]
@@ -198,16 +264,23 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             above = {link["call"] for link in chain[0].get("inputs_from") or []}
             if len(above) != 1 or next(iter(above)) not in by_id:
                 break
-            if by_id[next(iter(above))]["tool"] == chain[0]["tool"]:
+            if by_id[next(iter(above))]["tool"] in {step["tool"] for step in chain}:
                 break
             chains.append(list(chain))
             chain.insert(0, by_id[next(iter(above))])
         chains.append(chain)
     found = []
     for chain in chains:
-        if any(origin == "wildcard" for step in chain for origin in (step.get("origin") or {}).values()):
+        if any(_is_wildcard(step) for step in chain):
             continue  # a one-letter search made to discover ids: no question a user asks
+        # an id the user gave, or the same field an earlier call returned; a number equal to another
+        # field's (holds 0, days overdue 0) is a coincidence, not a needless call
+        given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
+        returned = [(path[-1], leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         for path, value in answer_paths(chain[-1]):
+            if len(chain) > 1 and (any(values_match(value, v) for v in given)
+                                   or any(key == path[-1] and values_match(value, v) for key, v in returned)):
+                continue
             found.append(Candidate(chain, path, value))
     return found
 

@@ -330,3 +330,37 @@ def test_field_names_keep_their_parent_object():
     assert phrasing.field_name(["loans", 0, "fine_usd"]) == "fine usd"
     assert phrasing.field_name(["price_usd_per_mmbtu"]) == "price usd per mmbtu"
     assert phrasing.field_name([0]) == "result"
+
+
+async def test_ids_a_wildcard_search_discovered_start_chains_from_a_real_search_on_the_library_server():
+    """Exploration found M-2041 by the wildcard find_member("a") and fed it to get_loans; no task is
+    written through a wildcard, so the chain is rebased on find_member("Ana Ruiz"), which returned the
+    same id. A chain uses each tool once, never asks for what the user gave or an earlier call returned
+    (M-2041's member id), and names which of several loans it is about (Ana has two)."""
+    library = ROOT / "tutorial" / "example_mcp_pipeline" / "library" / "library_server.py"
+    async with open_client(str(library)) as client:
+        async def run(call_id: str, tool: str, args: dict, origin: str, inputs_from: list | None = None) -> dict:
+            outcome = await call_tool(client, tool, args)
+            assert outcome.error is None, outcome.error
+            return {"id": call_id, "tool": tool, "arguments": args, "content": outcome.content,
+                    "result": outcome.result, "origin": {k: origin for k in args}, "inputs_from": inputs_from or []}
+
+        rows = [await run("w", "find_member", {"name": "a"}, "wildcard"),
+                await run("l", "get_loans", {"member_id": "M-2041"}, "graph",
+                          [{"argument": "member_id", "call": "w", "path": ["members", 0, "member_id"]}]),
+                await run("f", "find_member", {"name": "Ana Ruiz"}, "graph",
+                          [{"argument": "name", "call": "l", "path": ["name"]}]),
+                await run("r", "renew_quote", {"loan_id": "L-7352", "weeks": 2}, "graph",
+                          [{"argument": "loan_id", "call": "l", "path": ["loans", 1, "loan_id"]}])]
+    found = candidates(rows)
+    sequences = {tuple(c.tools) for c in found}
+    assert ("find_member", "get_loans", "renew_quote") in sequences
+    assert ("find_member", "get_loans") in sequences
+    assert not [c for c in found if len(set(c.tools)) < len(c.tools)]  # get_loans → find_member → get_loans
+    assert not [c for c in found if len(c.steps) > 1 and c.value == "M-2041"]  # "the member id of M-2041"
+    renew = next(c for c in found if c.tools == ["find_member", "get_loans", "renew_quote"] and c.path == ["total_usd"])
+    assert renew.mention() == {"name": "Ana Ruiz", "title": "Never Let Me Go", "weeks": 2}
+    overdue = next(c for c in found if c.tools == ["find_member", "get_loans"] and c.path == ["loans", 0, "days_overdue"])
+    assert overdue.mention() == {"name": "Ana Ruiz", "title": "Dune"} and overdue.value == 7
+    # the one member find_member("Ana Ruiz") returned needs no label
+    assert next(c for c in found if c.tools == ["find_member"] and c.path[-1] == "branch").mention() == {"name": "Ana Ruiz"}
