@@ -2,8 +2,9 @@
 
 Rendering uses the model's own chat template. When that template cannot render tools, messages are
 first rewritten into the Hermes tool format, which any template can show as plain text: the tool
-specs go into the system message inside `<tools>`, assistant tool calls become
-`<tool_call>{json}</tool_call>` text, and tool results become `<tool_response>` text.
+specs go into the system message inside `<tools>`, one signature line each (`ajet.tool_prompt`),
+assistant tool calls become `<tool_call>{json}</tool_call>` text, and tool results become
+`<tool_response>` text.
 
 Token exactness: an assistant message that the policy generated earlier in the episode is not
 re-tokenized from its text. The prompt is cut at each such message into chunks; the text chunks
@@ -37,17 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ajet.errors import GatewayError
+from ajet.tool_prompt import tools_text
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import GeneratedTurn, Segment, canonical_arguments
 
-HERMES_SYSTEM = (
-    "You are a function calling AI model. You are provided with function signatures within "
-    "<tools></tools> XML tags. You may call one or more functions to assist with the user query. "
-    "Don't make assumptions about what values to plug into functions. Here are the available tools: "
-    "<tools>\n{tools}\n</tools>\nFor each function call return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags as follows:\n<tool_call>\n"
-    '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
-)
 
 @dataclass
 class RenderedPrompt:
@@ -381,8 +375,7 @@ def _special_tokens(tokenizer: Any) -> tuple[list[str], frozenset[int]]:
 
 
 def _inject_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    tool_text = HERMES_SYSTEM.format(tools=specs)
+    tool_text = tools_text(tools)
     if messages and messages[0].get("role") == "system":
         first = messages[0]
         return [{**first, "content": f"{first.get('content') or ''}\n\n{tool_text}".strip()}, *messages[1:]]

@@ -2,7 +2,7 @@
 running every row whole.
 
 The data is the tool-agent tutorial's demonstrations (tutorial/example_tool_agent/sft.jsonl: eight
-tool specs and a system prompt, ~918 tokens every row shares, ~1,090 tokens a row, ~70 trained),
+tool signatures and a system prompt, ~449 tokens every row shares, ~620 tokens a row, ~70 trained),
 rendered as the trainer renders them; the model, LoRA and `micro_batch_tokens` are the tutorial's
 (SmolLM2-135M, LoRA rank 8 on all linear layers, 4,096). Three ways to run the same SFT steps, one
 `train_step(algo="sft")` of `--batch` rows each, interleaved step by step so a loaded machine

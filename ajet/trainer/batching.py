@@ -20,8 +20,8 @@ Padding is on the right: position ids 0..len-1 stay correct without passing them
 A prefix every row of a micro-batch shares (an agent's system prompt and tool specs, a GRPO group's
 prompt; at least `shared_prefix` tokens) runs once (`ajet.trainer.logprobs.token_logprobs`), so it
 is counted once: a micro-batch costs P + rows × (longest row − P) tokens for a shared prefix of P.
-Eight tool-agent SFT rows of ~1,090 tokens sharing 918 then fit one 4,096-token micro-batch instead
-of three, and the prefix runs once per step instead of three times.
+Eight tool-agent SFT rows of ~620 tokens sharing 449 then fit one 4,096-token micro-batch instead
+of two, and the prefix runs once per step instead of twice.
 """
 
 from __future__ import annotations

@@ -29,10 +29,10 @@ def test_tutorial_sft_batch_shares_its_prefix_in_one_micro_batch(tiny_tokenizer)
     rows = tutorial_rows(tiny_tokenizer, 8)
     plain = pack_micro_batches(rows, 4096, shared_prefix=0)
     packed = pack_micro_batches(rows, 4096)
-    assert len(plain.micro_batches) == 3 and len(packed.micro_batches) == 1  # ~1,090 tokens a row
+    assert len(plain.micro_batches) == 2 and len(packed.micro_batches) == 1  # ~620 tokens a row
     mb = packed.micro_batches[0]
     shared = shared_prefix_length(mb.input_ids, mb.attention_mask)
-    assert shared > 800  # the system prompt and eight tool specs
+    assert shared > 400  # the system prompt and eight tool signatures
     width = mb.input_ids.shape[1]
     assert shared + mb.rows * (width - shared) <= 4096 < mb.padded_tokens
     assert sorted(mb.indices) == list(range(8)) and packed.trained_tokens == plain.trained_tokens
