@@ -36,10 +36,14 @@ class Monitor:
     """Writes one JSON line per step to `run_dir/metrics.jsonl` (appending, so a resumed run keeps
     its history) and mirrors scalars to TensorBoard if the package is installed."""
 
-    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool = True,
+                 stages: list[tuple[str, int]] | None = None) -> None:
         self.run_dir = run_dir
         self.path = run_dir / "metrics.jsonl"
         self.total_steps = total_steps
+        # (stage, steps) in run order: the ETA covers the stage running now and names the later ones,
+        # whose pace is unknown until they run (a GRPO step costs several SFT steps)
+        self.stages = stages or []
         self._started = time.perf_counter()
         self._steps_done = 0
         # the ETA follows the current stage's pace (a GRPO step costs several SFT steps)
@@ -76,17 +80,29 @@ class Monitor:
             self._stage_started = self._last_logged if self._steps_done > 1 else self._started
         self._stage_steps += 1
         self._last_logged = now
-        remaining = (self.total_steps - step) * (now - self._stage_started) / self._stage_steps
+        pace = (now - self._stage_started) / self._stage_steps
+        later = self._later_stages(step)
+        remaining = ((self.total_steps - step) - sum(n for _, n in later)) * pace
         parts = [f"step {step}/{self.total_steps}"]
         for key, label, fmt in _SHOWN:
             value = metrics.get(key)
             if isinstance(value, (int, float)):
                 parts.append(f"{label} {fmt.format(value)}" + (_why_failed(metrics) if key == "failed" else ""))
-        parts += [f"elapsed {duration(elapsed)}", f"ETA {duration(remaining)}"]
+        eta = f"ETA {duration(remaining)}" + "".join(f" + {n} {name} step{'s' * (n != 1)}" for name, n in later)
+        parts += [f"elapsed {duration(elapsed)}", eta]
         if interactive():
             console.print(f"[bold cyan]{stage}[/] " + " · ".join(parts))
         else:
             plain_line(f"{stage} " + " · ".join(parts))
+
+    def _later_stages(self, step: int) -> list[tuple[str, int]]:
+        """The stages after the one `step` belongs to, with their steps (none when stages are not known)."""
+        end = 0
+        for i, (_, steps) in enumerate(self.stages):
+            end += steps
+            if step <= end:
+                return [(name, n) for name, n in self.stages[i + 1:] if n > 0]
+        return []
 
     def close(self) -> None:
         if self._tb is not None:

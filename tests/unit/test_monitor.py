@@ -20,3 +20,16 @@ def test_eta_follows_the_current_stages_pace(tmp_path: Path, monkeypatch: pytest
     etas = [line.rsplit("ETA ", 1)[1] for line in capsys.readouterr().out.splitlines() if "ETA" in line]
     # SFT: 10 s a step; GRPO: 60 s a step, so 2 and 1 GRPO steps left are 2m00s and 1m00s
     assert etas[:3] == ["50 s", "40 s", "30 s"] and etas[3:] == ["2m00s", "1m00s"]
+
+
+def test_eta_names_the_stages_whose_pace_is_not_known_yet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """An SFT step says nothing of a GRPO step's cost: until GRPO runs, the ETA covers SFT and names
+    the GRPO steps still to come, instead of pricing them as SFT steps (issue 18: 29 min shown, 40 taken)."""
+    clock = iter([0.0, 10.0, 20.0, 30.0, 90.0, 150.0])
+    monkeypatch.setattr(monitor_module.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(monitor_module, "interactive", lambda: False)
+    run = Monitor(tmp_path, total_steps=6, tensorboard=False, stages=[("sft", 3), ("grpo", 3)])
+    for step, stage in enumerate(["sft", "sft", "sft", "grpo", "grpo"], 1):
+        run.log(step, stage, {"loss": 1.0})
+    etas = [line.rsplit("ETA ", 1)[1] for line in capsys.readouterr().out.splitlines() if "ETA" in line]
+    assert etas == ["20 s + 3 grpo steps", "10 s + 3 grpo steps", "0 s + 3 grpo steps", "2m00s", "1m00s"]

@@ -93,7 +93,7 @@ class DebugRun:
         self.publisher = AdapterPublisher.for_engine(self.engine, self.policy, self.run_dir)  # remote: LoRA to server
         self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
         self.steps = [self._stage_steps(name) for name in cfg.stages]
-        self.monitor = Monitor(self.run_dir, sum(self.steps))
+        self.monitor = Monitor(self.run_dir, sum(self.steps), stages=list(zip(cfg.stages, self.steps)))
         self.optimizer = self.scheduler = None
 
     # ------------------------------------------------------------------ setup
