@@ -3,7 +3,7 @@
 Runs `ajet --conf tutorial/example_tool_agent/tool_agent.yaml --backbone=debug` and then
 `ajet eval --model <run>` on the 38 val tasks, both as subprocesses of the installed CLI, and prints
 the CPU's vector/matrix flags, the wall time of each stage (from the rows' timestamps in
-metrics.jsonl) and val success. Extra arguments are config overrides for the training run
+metrics.jsonl), the training process's peak resident memory and val success. Extra arguments are config overrides for the training run
 (`trainer.steps=2`).
 
     python benchmarks/quickstart.py [key=value ...]
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -58,6 +59,8 @@ def main(overrides: list[str]) -> None:
     subprocess.run(["ajet", "--conf", str(YAML), "--backbone=debug", f"output_dir={out / 'train'}", *overrides],
                    check=True)
     train_s = time.time() - started
+    # peak resident memory of the training process (Linux reports KiB); eval runs after, so it is not in it
+    train_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
     for stage, seconds in stage_seconds(out / "train" / "metrics.jsonl", started).items():
         print(f"stage {stage}: {seconds / 60:.1f} min (incl. model load and validation that precede it)")
     eval_started = time.time()
@@ -65,7 +68,7 @@ def main(overrides: list[str]) -> None:
                     f"output_dir={out / 'eval'}"], check=True)
     eval_s = time.time() - eval_started
     report = json.loads((out / "eval" / "eval.json").read_text())
-    print(f"training {train_s / 60:.1f} min · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
+    print(f"training {train_s / 60:.1f} min, peak RSS {train_rss_gb:.1f} GB · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
     print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} cpu={cpu}")
 
 
