@@ -74,12 +74,14 @@ class Candidate:
         return [s["tool"] for s in self.steps]
 
     def mention(self) -> dict[str, Any]:
-        """The values the user gives: the first call's arguments, and later arguments no earlier call returned."""
+        """The values the user gives: the first call's arguments, and later arguments no earlier call returned
+        or names (convert_price's from_unit MMBtu is read off get_gas_price's `price_usd_per_mmbtu`: a user
+        asks for Seattle's price per GJ, never "from MMBtu")."""
         given: dict[str, Any] = {}
         for i, step in enumerate(self.steps):
             passed = {link["argument"] for link in step.get("inputs_from") or []} if i else set()
             for name, value in step["arguments"].items():
-                if name in passed:
+                if name in passed or (i and _read_off(value, self.steps[:i])):
                     continue
                 # a later call's argument of the same name is said again ("then to unit GJ"), never dropped
                 given[name if name not in given else f"then {name}"] = value
@@ -172,6 +174,24 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
 
     walk(parsed_result(step), [], 0)
     return sorted(found, key=lambda pv: isinstance(pv[1], str))
+
+
+def _read_off(value: Any, earlier: list[dict[str, Any]]) -> bool:
+    """Whether a text argument can be read off earlier calls: a key of the result names it (mmbtu in
+    price_usd_per_mmbtu), a value is it ("unit": "MMBtu"), or the tool's description says it
+    ("difference in USD per MMBtu")."""
+    if not isinstance(value, str) or len(value.strip()) < 2:
+        return False
+    word = value.strip().casefold()
+
+    def holds(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any(word in _words(key) or holds(child) for key, child in node.items())
+        if isinstance(node, list):
+            return any(holds(child) for child in node)
+        return isinstance(node, str) and node.strip().casefold() == word
+
+    return any(holds(parsed_result(step)) or word in _words(step.get("description") or "") for step in earlier)
 
 
 def _words(key: Any) -> set[str]:

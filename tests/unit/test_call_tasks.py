@@ -75,13 +75,16 @@ def test_chains_follow_inputs_from_and_hide_the_passed_value(bank):
     assert {tuple(c.tools) for c in chains} == {("get_gas_price", "convert_price")}
     seattle = next(c for c in chains if c.steps[0]["arguments"]["city"] == "Seattle" and c.path == ["converted_price"])
     assert seattle.value == pytest.approx(3.6017)
-    # the user says the city and the units, never the intermediate price 3.8
-    assert seattle.mention() == {"city": "Seattle", "from_unit": "MMBtu", "to_unit": "GJ"}
+    # the user says the city and the unit wanted, never the intermediate price 3.8, nor the unit it came
+    # in (MMBtu: get_gas_price's result names it, price_usd_per_mmbtu)
+    assert seattle.mention() == {"city": "Seattle", "to_unit": "GJ"}
     assert 3.8 in seattle.hidden() and 3.6017 in seattle.hidden()
     assert phrasing.question_problem("What is the gas price of Seattle, 3.8, in MMBtu to GJ?",
                                      seattle.mention(), seattle.hidden(), ["get_gas_price"]) == "gives_away_a_value"
     assert phrasing.question_problem("What does gas cost in Seattle per GJ?", seattle.mention(), seattle.hidden(),
-                                     []) == "misses_a_value"  # MMBtu is not said
+                                     []) is None
+    assert phrasing.question_problem("What does gas cost in Seattle?", seattle.mention(), seattle.hidden(),
+                                     []) == "misses_a_value"  # GJ is not said
     assert phrasing.question_problem("Use get_gas_price for Seattle, from MMBtu to GJ?", seattle.mention(),
                                      seattle.hidden(), ["get_gas_price"]) == "names_a_tool"
 
@@ -101,6 +104,8 @@ async def test_a_value_another_tool_also_returned_makes_a_chain_from_it_too():
                 await run("c2", "convert_price", {"price": 3.8, "from_unit": "MMBtu", "to_unit": "GJ"},
                           [{"argument": "price", "call": "c1", "path": ["price_usd_per_mmbtu"]}]),
                 await run("c3", "compare_prices", {"city_a": "Boston", "city_b": "Seattle"})]
+    # as generate_call_tasks sets it: the unit of compare_prices' result is only in its description
+    rows[2]["description"] = "Compare gas prices of two cities: difference = city_a - city_b (USD per MMBtu)."
     extra = other_sources(rows)
     assert [(e["id"], e["inputs_from"]) for e in extra] == [
         ("c2~c3", [{"argument": "price", "call": "c3", "path": ["cheaper_price"]}])]  # over price_b: more precise
@@ -108,7 +113,7 @@ async def test_a_value_another_tool_also_returned_makes_a_chain_from_it_too():
     assert set(chains) == {("get_gas_price", "convert_price"), ("compare_prices", "convert_price")}
     compared = chains[("compare_prices", "convert_price")]
     assert compared.value == pytest.approx(3.6017)
-    assert compared.mention() == {"city_a": "Boston", "city_b": "Seattle", "from_unit": "MMBtu", "to_unit": "GJ"}
+    assert compared.mention() == {"city_a": "Boston", "city_b": "Seattle", "to_unit": "GJ"}
     assert 3.8 in compared.hidden()
     # the comparison returns three prices that fit `price`: the question says which one
     assert compared.field == "converted price of the cheaper price"
