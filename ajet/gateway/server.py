@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import secrets
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -84,6 +84,7 @@ class Gateway:
         self._guided_cache: dict[tuple[str, str], GuidedDecoding | None] = {}
         self._eos_ids = set(getattr(engine, "eos_ids", None) or
                             (eos_token_ids(None, tokenizer) if tokenizer is not None else set()))
+        self._decode_ids = _text_decoder(tokenizer) if tokenizer is not None else None
 
     # ------------------------------------------------------------------ episodes
     def open_episode(self, session: EpisodeSession):
@@ -198,7 +199,7 @@ class Gateway:
             )
             tracker.record(call, message, ends_with_eos)
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "id": f"chatcmpl-{secrets.token_hex(12)}",  # 24 hex digits, as uuid4().hex[:24] gave, 4x cheaper
             "object": "chat.completion",
             "created": int(time.time()),
             "model": chat.model or self.model_name,
@@ -235,7 +236,7 @@ class Gateway:
         n = len(generation.token_ids) - (1 if ends_with_eos else 0)
         content = []
         for token_id, logprob in zip(generation.token_ids[:n], generation.logprobs[:n]):
-            piece = self.tokenizer.decode([token_id], skip_special_tokens=False)
+            piece = self._decode_ids([token_id])  # type: ignore[misc]
             content.append({"token": piece, "logprob": logprob, "bytes": list(piece.encode("utf-8")),
                             "top_logprobs": []})
         return {"content": content}
@@ -246,10 +247,12 @@ class Gateway:
         extra = chat.model_extra or {}
         fields = (chat.tool_choice, extra.get("response_format"), extra.get("parallel_tool_calls"),
                   extra.get("guided_regex"))
-        try:
-            key = (tools_json, json.dumps(fields, sort_keys=True))
-        except (TypeError, ValueError):
-            key = None
+        key: tuple | None = (tools_json, fields)
+        if not all(f is None or type(f) in (str, bool) for f in fields):  # the usual (auto, none, none, none) as is
+            try:
+                key = (tools_json, json.dumps(fields, sort_keys=True))
+            except (TypeError, ValueError):
+                key = None
         if key is not None and key in self._guided_cache:
             return self._guided_cache[key]
         spec = guided_decoding(chat.tools, *fields)  # a GatewayError (400) is raised, never cached
@@ -263,11 +266,27 @@ class Gateway:
         """Completion text without the EOS, cut before any stop string; and whether it ended with EOS."""
         ends_with_eos = bool(token_ids) and token_ids[-1] in self._eos_ids
         body = token_ids[:-1] if ends_with_eos else token_ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        text = self._decode_ids(body)  # type: ignore[misc]
         cuts = [text.find(s) for s in stop if s and s in text]
         if cuts:
             text = text[: min(cuts)]
         return text, ends_with_eos
+
+
+def _text_decoder(tokenizer: Any) -> Callable[[list[int]], str]:
+    """`tokenizer.decode(ids, skip_special_tokens=False)`, straight from the Rust tokenizer when that is
+    all the transformers wrapper would do (no clean-up, no override): the wrapper's own conversion
+    of the ids costs more than decoding them (~10 us for a 20-token reply)."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    cls = type(tokenizer)
+    plain = (backend is not None and callable(getattr(backend, "decode", None))
+             and getattr(tokenizer, "clean_up_tokenization_spaces", True) is False
+             and getattr(getattr(cls, "decode", None), "__module__", "") == "transformers.tokenization_utils_base"
+             and getattr(getattr(cls, "_decode", None), "__module__", "") in (
+                 "transformers.tokenization_utils_fast", "transformers.tokenization_utils_tokenizers"))
+    if plain:
+        return lambda ids: backend.decode(ids, skip_special_tokens=False)
+    return lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
 
 
 def _bearer(request: Request) -> str | None:

@@ -169,3 +169,29 @@ async def test_the_body_timeout_without_asyncio_timeout(monkeypatch):
     assert await gateway_request._within(asyncio.sleep(0, "body"), 1.0) == "body"
     with pytest.raises(asyncio.TimeoutError):
         await gateway_request._within(asyncio.sleep(5), 0.05)
+
+
+def test_the_text_decoder_gives_what_tokenizer_decode_gives(tiny_tokenizer):
+    """The gateway decodes replies with the Rust tokenizer directly when the transformers wrapper would
+    add nothing; the text is the wrapper's, special tokens and all. A tokenizer that cleans up spaces
+    keeps the wrapper."""
+    import random
+
+    from ajet.gateway.server import _text_decoder
+
+    decode = _text_decoder(tiny_tokenizer)
+    assert decode.__code__.co_freevars == ("backend",)  # the direct path is taken for this tokenizer
+    rng = random.Random(0)
+    specials = sorted(tiny_tokenizer.all_special_ids)
+    for _ in range(500):
+        ids = [rng.choice(specials) if rng.random() < 0.1 else rng.randrange(len(tiny_tokenizer))
+               for _ in range(rng.randrange(0, 40))]
+        assert decode(ids) == tiny_tokenizer.decode(ids, skip_special_tokens=False), ids
+
+    class Cleaning(type(tiny_tokenizer)):
+        pass
+
+    cleaning = Cleaning.__new__(Cleaning)
+    cleaning.__dict__.update(tiny_tokenizer.__dict__)
+    cleaning.clean_up_tokenization_spaces = True
+    assert _text_decoder(cleaning).__code__.co_freevars == ("tokenizer",)
