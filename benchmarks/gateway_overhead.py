@@ -9,8 +9,12 @@ what the gateway costs. Also shown with the tiny HF model, where the engine does
 Episodes/s: a 3-turn tool workflow run by the rollout runner at concurrency 1, 8 and 64.
 
     python benchmarks/gateway_overhead.py [--calls 300]
-Last line: `gateway_overhead_pct=<x> p50_ms=<y> p99_ms=<z>`: the p50 overhead with the replay engine
-as a percentage of the p50 tiny-model 20-token call (direct), both measured in this run.
+Last line: `gateway_overhead_pct=<x> p50_ms=<y> p99_ms=<z> floor_pct=<f> floor_ms=<g>`: the p50
+overhead with the replay engine as a percentage of the p50 tiny-model 20-token call (direct), both
+measured in this run; and the floor beside it: the p50 round trip of the same request, same client,
+to a bare ASGI app on the same uvicorn server that reads the body and answers a gateway reply's bytes
+(no framework, no parsing), measured interleaved with the gateway calls. No gateway served over
+HTTP by this client can cost less than the floor; overhead minus floor is the gateway's own work.
 The HTTP server is uvicorn with httptools when installed (a core dependency; h11 otherwise).
 """
 
@@ -42,12 +46,31 @@ MESSAGES = [{"role": "system", "content": "You are a natural-gas expert."},
             {"role": "user", "content": "What does gas cost in Houston today, in USD per MMBtu?"}]
 
 
+def bare_app(reply: bytes):
+    """The HTTP floor: reads the whole request, answers `reply` (a gateway answer's bytes) as is."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(reply))]})
+        await send({"type": "http.response.body", "body": reply})
+
+    return app
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def per_call(engine, tokenizer, calls: int, sdk: bool = False) -> tuple[list[float], list[float]]:
+async def per_call(engine, tokenizer, calls: int, sdk: bool = False
+                   ) -> tuple[list[float], list[float], list[float]]:
+    """Per call, in ms: the engine called directly, the same call through the gateway, and the floor
+    (the same request to `bare_app`, answering the gateway's reply bytes), interleaved."""
     gateway = Gateway(engine, tokenizer)
     server = GatewayServer(create_app(gateway))
     url = await server.start()
@@ -60,6 +83,10 @@ async def per_call(engine, tokenizer, calls: int, sdk: bool = False) -> tuple[li
     # A long timeout: on a loaded machine one tiny-model call can take seconds.
     http = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120)
     body = {"model": "m", "messages": MESSAGES, "tools": TOOLS}
+    reply = (await http.post("/chat/completions", json=body)).content
+    bare = GatewayServer(bare_app(reply))
+    bare_http = httpx.AsyncClient(base_url=await bare.start(), headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    floor = []
     for i in range(calls + 10):  # the first 10 warm up connections and caches
         t0 = time.perf_counter()
         await engine.generate(prompt, sampling)
@@ -69,13 +96,18 @@ async def per_call(engine, tokenizer, calls: int, sdk: bool = False) -> tuple[li
         else:
             (await http.post("/chat/completions", json=body)).raise_for_status()
         t2 = time.perf_counter()
+        (await bare_http.post("/chat/completions", json=body)).raise_for_status()
+        t3 = time.perf_counter()
         if i >= 10:
             direct.append((t1 - t0) * 1000)
             through.append((t2 - t1) * 1000)
+            floor.append((t3 - t2) * 1000)
     await http.aclose()
+    await bare_http.aclose()
     await client.close()
     await server.stop()
-    return direct, through
+    await bare.stop()
+    return direct, through, floor
 
 
 class ToolEpisode(Workflow):
@@ -127,23 +159,28 @@ async def main() -> None:
     tiny = resolve_model_path("tiny-random")
     tokenizer = AutoTokenizer.from_pretrained(tiny)
     replay = ReplayEngine([{"text": CALL}], tokenizer, repeat=True)
-    direct, through = await per_call(replay, tokenizer, args.calls)
+    direct, through, floor = await per_call(replay, tokenizer, args.calls)
     overhead = [b - a for a, b in zip(direct, through)]
     print(f"replay engine: direct p50 {percentile(direct, .5):.3f} ms · via gateway (httpx) p50 "
           f"{percentile(through, .5):.3f} ms p99 {percentile(through, .99):.3f} ms")
-    _, sdk = await per_call(replay, tokenizer, args.calls, sdk=True)
+    print(f"HTTP floor (the same request to a bare ASGI app on the same uvicorn, answering the gateway's "
+          f"reply bytes): p50 {percentile(floor, .5):.3f} ms p99 {percentile(floor, .99):.3f} ms · the gateway's "
+          f"own work, p50 overhead - floor: {percentile(overhead, .5) - percentile(floor, .5):.3f} ms")
+    _, sdk, _ = await per_call(replay, tokenizer, args.calls, sdk=True)
     print(f"same through the openai SDK client: p50 {percentile(sdk, .5):.3f} ms p99 {percentile(sdk, .99):.3f} ms "
           "(the SDK's own parsing and validation included)")
     hf = HFEngine.from_pretrained(tiny, device="cpu")
-    hf_direct, hf_through = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
+    hf_direct, hf_through, _ = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
     print(f"tiny HF engine (20 tokens): direct p50 {percentile(hf_direct, .5):.2f} ms · via gateway p50 "
-          f"{percentile(hf_through, .5):.2f} ms (added {statistics.median(hf_through) - statistics.median(hf_direct):.2f} ms)")
+          f"{percentile(hf_through, .5):.2f} ms (added {statistics.median(hf_through) - statistics.median(hf_direct):.2f} ms: "
+          "through the gateway the engine also applies the tool-call constraint of tool_choice auto, the direct call not)")
     for concurrency in (1, 8, 64):
         rate = await episodes_per_s(tokenizer, concurrency, episodes=max(64, concurrency * 2))
         print(f"3-call tool episodes, concurrency {concurrency:>2}: {rate:.1f} episodes/s")
     p50 = percentile(overhead, .5)
-    pct = 100 * p50 / percentile(hf_direct, .5)
-    print(f"gateway_overhead_pct={pct:.2f} p50_ms={p50:.3f} p99_ms={percentile(overhead, .99):.3f}")
+    tiny = percentile(hf_direct, .5)
+    print(f"gateway_overhead_pct={100 * p50 / tiny:.2f} p50_ms={p50:.3f} p99_ms={percentile(overhead, .99):.3f} "
+          f"floor_pct={100 * percentile(floor, .5) / tiny:.2f} floor_ms={percentile(floor, .5):.3f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +31,14 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
         return ParsedOutput(content=text)
     calls: list[dict[str, Any]] = []
     problems: list[str] = []
-    for raw in _BLOCK.findall(text):
+    blocks = _BLOCK.findall(text)
+    for raw in blocks:
         call, problem = _parse_block(raw, tool_names)
         if problem:
             problems.append(problem)
         else:
             calls.append(call)
-    unclosed = text.count(_OPEN) - len(_BLOCK.findall(text))
+    unclosed = text.count(_OPEN) - len(blocks)
     if unclosed > 0:
         problems.append("a <tool_call> block is not closed")
     if problems:
@@ -64,7 +65,7 @@ def _parse_block(raw: str, tool_names: set[str] | None) -> tuple[dict[str, Any],
     if tool_names is not None and data["name"] not in tool_names:
         return {}, f"tool {data['name']!r} was not offered"
     call = {
-        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "id": f"call_{secrets.token_hex(6)}",  # 12 hex digits
         "type": "function",
         "function": {"name": data["name"], "arguments": json.dumps(arguments, ensure_ascii=False)},
     }
