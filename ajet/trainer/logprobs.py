@@ -56,8 +56,11 @@ def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: 
     tokens (the system prompt and tools of an agent; the prompt of a GRPO group), the prefix is run
     once and its KV cache broadcast to every row; gradients from all rows flow back into that one
     pass, so the result and its gradient equal the plain computation."""
-    shared = shared_prefix_length(input_ids, attention_mask) if min_shared_prefix > 0 else 0
-    if min_shared_prefix <= 0 or shared < min_shared_prefix or shared >= input_ids.shape[1]:
+    # Under gradient checkpointing transformers turns the KV cache off, and the recomputation in
+    # backward would append to a shared cache a second time: every row then runs whole.
+    checkpointing = decoder.training and getattr(decoder, "gradient_checkpointing", False)
+    shared = shared_prefix_length(input_ids, attention_mask) if min_shared_prefix > 0 and not checkpointing else 0
+    if checkpointing or min_shared_prefix <= 0 or shared < min_shared_prefix or shared >= input_ids.shape[1]:
         out = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
     rows = input_ids.shape[0]

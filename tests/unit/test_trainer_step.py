@@ -292,6 +292,20 @@ def test_gradient_checkpointing_gives_the_same_updates():
     assert losses[0][1] < losses[0][0]
 
 
+def test_gradient_checkpointing_runs_rows_that_share_a_long_prefix_and_gives_the_same_updates():
+    # rows sharing a prefix over MIN_SHARED_PREFIX take the KV-cache path, which checkpointing turns off
+    losses = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        policy = load_policy(ModelConfig(path="tiny-random"), gradient_checkpointing=checkpointing)
+        rows = [completion_sample(policy, PROMPT * 12, answer) for answer in (" Paris.", " It is Paris, in France.")]
+        cfg = TrainerConfig(lr=1e-2)
+        opt = build_optimizer(policy.model.parameters(), cfg)
+        losses.append([train_step(policy, opt, None, rows, None, cfg, algo="sft")["loss"] for _ in range(2)])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    assert losses[0][1] < losses[0][0]
+
+
 def test_step_reports_truncated_oversize_and_empty_samples_once():
     policy = make_policy()
     long = completion_sample(policy, PROMPT * 8, " Paris is the capital of France, and a large city.")
