@@ -6,7 +6,12 @@ the CPU's vector/matrix flags, the wall time of each stage (from the rows' times
 metrics.jsonl), the training process's peak resident memory and val success. Extra arguments are config overrides for the training run
 (`trainer.steps=2`).
 
-    python benchmarks/quickstart.py [key=value ...]
+    python benchmarks/quickstart.py [--as-avx2] [key=value ...]
+
+`--as-avx2` runs both commands as an AVX2-only CPU would: float32 (`model.autocast=off`) and oneDNN, MKL
+and ATen limited to AVX2 kernels through their environment variables. It gives the float32 AVX2 code
+path on a newer CPU; clock, cache and memory bandwidth stay this machine's, so it estimates, not
+replaces, a run on a real AVX2 machine. The last line then says `cpu=avx2-emulated`.
 Last line: `quickstart_minutes=<m> val_success=<x> cpu=<amx|avx512|avx2|other>`, where the minutes
 are the training command's wall time (what the README's quickstart waits for).
 """
@@ -14,6 +19,7 @@ are the training command's wall time (what the README's quickstart waits for).
 from __future__ import annotations
 
 import json
+import os
 import re
 import resource
 import subprocess
@@ -51,13 +57,25 @@ def stage_seconds(metrics: Path, started: float) -> dict[str, float]:
     return spans
 
 
-def main(overrides: list[str]) -> None:
+# what an AVX2-only machine lacks, taken away: bf16 autocast, and the AVX-512 kernels of each math library
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2"}
+
+
+def main(args: list[str]) -> None:
+    as_avx2 = "--as-avx2" in args
+    overrides = [a for a in args if a != "--as-avx2"]
     cpu, flags = cpu_flags()
     print(f"cpu: {cpu} ({' '.join(flags) or 'no avx/amx flags'})")
+    env = dict(os.environ)
+    if as_avx2:
+        env.update(AVX2_ENV)
+        overrides = ["model.autocast=off", *overrides]
+        cpu = "avx2-emulated"
+        print(f"emulating an AVX2-only CPU: {' '.join(f'{k}={v}' for k, v in AVX2_ENV.items())} model.autocast=off")
     out = REPO / "runs" / "quickstart_bench" / time.strftime("%Y%m%d-%H%M%S")
     started = time.time()
     subprocess.run(["ajet", "--conf", str(YAML), "--backbone=debug", f"output_dir={out / 'train'}", *overrides],
-                   check=True)
+                   check=True, env=env)
     train_s = time.time() - started
     # peak resident memory of the training process (Linux reports KiB); eval runs after, so it is not in it
     train_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
@@ -65,7 +83,8 @@ def main(overrides: list[str]) -> None:
         print(f"stage {stage}: {seconds / 60:.1f} min (incl. model load and validation that precede it)")
     eval_started = time.time()
     subprocess.run(["ajet", "eval", "--conf", str(YAML), "--model", str(out / "train"),
-                    f"output_dir={out / 'eval'}"], check=True)
+                    f"output_dir={out / 'eval'}", *(["model.autocast=off"] if as_avx2 else [])],
+                   check=True, env=env)
     eval_s = time.time() - eval_started
     report = json.loads((out / "eval" / "eval.json").read_text())
     print(f"training {train_s / 60:.1f} min, peak RSS {train_rss_gb:.1f} GB · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
