@@ -21,6 +21,7 @@ full precision either way.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -178,7 +179,11 @@ def _wrap_lora(model: nn.Module, model_cfg: ModelConfig) -> nn.Module:
         task_type="CAUSAL_LM",
     )
     try:
-        return get_peft_model(model, peft_cfg)
+        with warnings.catch_warnings():
+            # peft reads transformers' deprecated `is_gradient_checkpointing`: a FutureWarning on every run
+            # that the user can do nothing about
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return get_peft_model(model, peft_cfg)
     except ValueError as exc:
         raise ModelError(
             f"model.lora.target_modules={target!r} does not fit this model: {exc}; "
