@@ -190,6 +190,12 @@ class EngineConfig(_Section):
         "finished completions, so a later request that starts with the same tokens (the system prompt and "
         "tools, an episode's previous turn) prefills only the rest. Least recently used prefixes are evicted "
         "first; the cache is dropped when the weights change. 0 turns it off.")
+    fold_lora: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="hf: during rollouts, run the policy's LoRA adapter folded into a copy of each adapted weight "
+        "(W + scale * B @ A, refreshed after each update): one matmul per layer instead of three, the same "
+        "tokens and logprobs. auto: on when the copies take at most 1 GiB (in float32 they are an extra copy of "
+        "the adapted weights; under bf16 autocast they replace the bf16 copies the engine keeps anyway).")
     seed: int = Field(0, description="Sampling seed.")
     request_timeout_s: float = Field(300, gt=0, description="remote, chat_api: timeout of one completion request.")
 

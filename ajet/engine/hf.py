@@ -56,6 +56,8 @@ class HFEngine(Engine):
     prefix_cache_mb: most memory the prefix KV cache keeps (MiB); 0 turns the cache off.
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for `SamplingParams.guided`
         (default: `ajet.engine.guided.build_matcher`).
+    fold_lora: run a LoRA model's own adapter folded into copies of its base weights, one matmul per
+        layer instead of three (`precision.StepWeights`); True, False or 'auto' (copies up to 1 GiB).
     """
 
     def __init__(
@@ -70,13 +72,14 @@ class HFEngine(Engine):
         autocast_dtype: Any = None,
         prefix_cache_mb: float = 1024,
         build_matcher: Callable[..., Any] | None = None,
+        fold_lora: bool | str = "auto",
     ):
         if max_batch_size < 1:
             raise EngineError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if not prefix_cache_mb >= 0:
             raise EngineError(f"prefix_cache_mb must be >= 0 (0 turns the cache off), got {prefix_cache_mb}")
         self.runner = ModelRunner(model, tokenizer, autocast_dtype=autocast_dtype, prefix_cache_mb=prefix_cache_mb,
-                                  build_matcher=build_matcher)
+                                  build_matcher=build_matcher, fold_lora=fold_lora)
         self.model_name = model_name or _name_of(model)
         self.max_batch_size = max_batch_size
         self.max_padding = max_padding
@@ -154,12 +157,14 @@ class HFEngine(Engine):
         `asyncio.to_thread` from async code)."""
         with self.lock:
             self.adapters.load(name, path)
+            self.runner.modules_changed()
             self.prefix_cache.clear(name)
 
     def unload_adapter(self, name: str) -> None:
         """Stop serving adapter `name`; requests still naming it fail with EngineError."""
         with self.lock:
             self.adapters.unload(name)
+            self.runner.modules_changed()
             self.prefix_cache.clear(name)
 
     # ------------------------------------------------------------------ async side

@@ -22,9 +22,13 @@ from typing import Any
 
 from ajet.engine.adapters import AdapterSet
 from ajet.engine.kv_cache import PrefixCache
-from ajet.engine.precision import CastWeights
+from ajet.engine.precision import StepWeights, lora_layers
 from ajet.errors import EngineError, ModelError
 from ajet.models import eos_token_ids
+
+# fold_lora='auto' folds when the folded copies take at most this much: SmolLM2-135M's 210 adapted layers
+# are 0.42 GB in float32; a 1.7B model's are 6.4 GB, which a GPU should not hold twice.
+FOLD_AUTO_BYTES = 2**30
 
 
 @dataclass
@@ -52,10 +56,12 @@ class ModelRunner:
     autocast_dtype: run passes under torch.autocast to this dtype (torch dtype or its name; None: the
         weights' own). prefix_cache_mb: most memory the prefix KV cache keeps (MiB; 0: off).
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for guided decoding (None: the default).
+    fold_lora: run the model's own LoRA layers folded into their base weights (`precision.StepWeights`):
+        True, False, or 'auto' (when the folded copies take at most `FOLD_AUTO_BYTES`).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, autocast_dtype: Any = None, prefix_cache_mb: float = 1024,
-                 build_matcher: Callable[..., Any] | None = None):
+                 build_matcher: Callable[..., Any] | None = None, fold_lora: bool | str = "auto"):
         check_attention_only(model)
         self.model = model
         self.tokenizer = tokenizer
@@ -71,8 +77,10 @@ class ModelRunner:
         self.weights_version = 0  # the trainer bumps it after updating weights in place
         self.weights_epoch = 0  # counts weight changes seen; rows remember it (their KV is of those weights)
         self._autocast_dtype = autocast_dtype_of(autocast_dtype)
-        self.cast_weights = CastWeights(model, self._autocast_dtype)  # used only under autocast
+        self.fold_lora = fold_lora
+        self.step_weights = self._step_weights()
         self._weights_signature: tuple[int, int] | None = None
+        self._params: list[Any] | None = None  # the model's parameters, listed again after modules_changed()
         self._logits_to_keep = True  # cleared if the model's forward does not take it
         self._decoder: Any = None  # the worker thread's own tokenizer copy, for stop strings and matchers
 
@@ -88,8 +96,24 @@ class ModelRunner:
     def autocast_dtype(self, value: Any) -> None:
         with self.lock:
             self._autocast_dtype = autocast_dtype_of(value)
-            self.cast_weights = CastWeights(self.model, self._autocast_dtype)
+            self.step_weights = self._step_weights()
             self.prefix_cache.clear()  # KV computed at another precision
+
+    def _step_weights(self) -> StepWeights:
+        import torch
+
+        weights = next(self.model.parameters()).dtype
+        cast = self._autocast_dtype if self._autocast_dtype not in (None, weights) else None
+        fold = self.fold_lora
+        if fold == "auto":
+            size = torch.finfo(cast or weights).bits // 8
+            fold = lora_base_numel(self.model) * size <= FOLD_AUTO_BYTES
+        return StepWeights(self.model, cast, fold_lora=bool(fold))
+
+    def modules_changed(self) -> None:
+        """Adapters were added or removed: list the parameters and the modules to swap again."""
+        self._params = None
+        self.step_weights.weights_changed()
 
     def decoder(self) -> Any:
         """The worker thread's private tokenizer copy: a fast tokenizer used from two threads at once can
@@ -101,29 +125,30 @@ class ModelRunner:
     def sync_weights(self) -> None:
         """Drop the prefix cache when the weights changed: `weights_version` was bumped, or a parameter was
         modified in place (every in-place op bumps a tensor's version counter: optimizer steps, loads)."""
-        signature = (self.weights_version, sum(p._version for p in self.model.parameters()))
+        if self._params is None:  # listing a peft model's parameters walks ~1,000 modules: once, not per step
+            self._params = list(self.model.parameters())
+        signature = (self.weights_version, sum(p._version for p in self._params))
         if signature != self._weights_signature:
             if self._weights_signature is not None:
                 self.prefix_cache.clear()
                 self.weights_epoch += 1
-                self.cast_weights.weights_changed()
             self._weights_signature = signature
 
     @contextmanager
     def running_mode(self, adapter: str | None) -> Iterator[None]:
-        """Eval mode (dropout off; the trainer's mode is restored after), the adapter, autocast."""
+        """Eval mode (dropout off; the trainer's mode is restored after), the adapter, autocast, and the
+        step's weights (cast copies, LoRA folded: `precision.StepWeights`)."""
         import torch
 
         was_training = self.model.training
         if was_training:
             self.model.eval()
         try:
-            dtype = self._autocast_dtype
-            weights = next(self.model.parameters()).dtype
-            autocast = dtype is not None and dtype != weights
+            dtype, swap = self._autocast_dtype, self.step_weights
+            autocast = dtype is not None and dtype != next(self.model.parameters()).dtype
             with self.adapters.scope(adapter), \
                     torch.autocast(device_type=self.device.type, dtype=dtype) if autocast else nullcontext(), \
-                    self.cast_weights.swapped() if autocast else nullcontext():
+                    swap.swapped(fold=adapter is None, epoch=self.weights_epoch) if swap.active else nullcontext():
                 yield
         finally:
             if was_training:
@@ -141,6 +166,11 @@ class ModelRunner:
             except TypeError:
                 self._logits_to_keep = False
         return self.model(**kwargs).logits[:, -1, :].float()
+
+
+def lora_base_numel(model: Any) -> int:
+    """Elements of the base weights under the model's LoRA layers (what folding copies)."""
+    return sum(layer.get_base_layer().weight.numel() for _, _, layer in lora_layers(model))
 
 
 def autocast_dtype_of(value: Any) -> Any:

@@ -1,58 +1,134 @@
-"""Autocast for the hf engine without re-casting the weights at every step.
+"""The weights an hf engine step runs on: copies cast to the autocast dtype, with LoRA folded in.
 
-Under `torch.autocast(dtype=bfloat16)`, every `nn.Linear` casts its float32 weight to bfloat16 on
-each call, and autocast's own cast cache lasts one autocast region and skips frozen weights (a LoRA
-policy's base). A decode step of SmolLM2 then moves ~0.8 GB just to cast weights, for a 16-row
-matmul: a bfloat16 copy of the weights made a 16-row decode step ~40% faster on a 2-core AMX CPU.
+Two costs of running a training policy as it is in a decode step are each one copy away:
 
-`CastWeights` keeps those copies and puts them in place of each `nn.Linear`'s weight for the length
-of an engine step (the module's own entry only: a tied embedding keeps its float32 table, and the
-trainer's Parameter objects are never touched). Autocast would have cast the same float32 values to
-the same dtype, so the results are the same. A copy is refreshed when its weight was modified in
-place since (torch's version counter), so a LoRA policy's frozen base is copied once.
+- Cast. Under `torch.autocast(dtype=bfloat16)` every `nn.Linear` casts its float32 weight to bfloat16
+  on each call, and autocast's own cast cache lasts one autocast region and skips frozen weights (a
+  LoRA policy's base). A decode step of SmolLM2 then moved ~0.8 GB just to cast weights, for a
+  16-row matmul: a bfloat16 copy made a 16-row decode step ~40% faster on a 2-core AMX CPU.
+- Fold. A peft LoRA layer runs its base matmul, then `x @ A @ B * scale` and an add: five more small
+  ops in each of SmolLM2's 210 adapted layers, ~30% of a float32 decode step of 32 rows on a 2-core
+  CPU (benchmarks/grpo_vs_trl.py). Its folded weight `W + scale * B @ A` (peft's `get_delta_weight`)
+  gives the same sum in one matmul, computed once per weight change instead of at every step.
+
+`StepWeights.swapped()` puts the copies in place for one engine step: an `nn.Linear` gets its copy as
+its weight entry (the module's own entry only: a tied embedding keeps its float32 table, and the
+trainer's Parameter objects are never touched), and a foldable LoRA layer is replaced in its parent by
+a plain `nn.Linear` holding the folded weight and the base bias. Both are put back after. Results
+equal the unswapped computation up to float rounding: autocast would have cast the same values, and
+the folded sum differs from the two-matmul one in the last bits (~1e-6 in a float32 logprob).
+
+A copy is refreshed when a weight it derives from was modified in place since (torch's version
+counters): a LoRA policy's frozen base is cast once, its folded layers after each optimizer step.
+Folding applies to the model's own active adapter (engine steps with `adapter=None`); a served adapter
+(`SamplingParams.adapter`) and LoRA variants (DoRA, a LoRA bias) run unfolded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 
-class CastWeights:
-    """Copies of a model's `nn.Linear` weights (not LoRA adapter weights) in `dtype`."""
+@dataclass
+class _Folded:
+    """One LoRA layer's stand-in: where it sits, the plain Linear put there, what its weight was built from."""
 
-    def __init__(self, model: Any, dtype: Any):
+    parent: Any
+    name: str
+    layer: Any  # the peft LoRA layer
+    linear: Any  # torch.nn.Linear whose weight is the folded copy
+    built_from: tuple[int, ...] = ()  # versions of the base weight and the adapter's A and B, and the scale
+
+
+class StepWeights:
+    """Cast copies of a model's `nn.Linear` weights (not adapter weights) in `dtype` (None: their own dtype,
+    nothing to cast) and, with `fold_lora`, its LoRA layers folded into plain Linears."""
+
+    def __init__(self, model: Any, dtype: Any, *, fold_lora: bool = False):
         self.model = model
         self.dtype = dtype
-        self._modules: list[Any] | None = None  # the Linear modules to cast; None: look again
+        self.fold_lora = fold_lora
+        self._linears: list[Any] | None = None  # the plain Linear modules to cast; None: look again
+        self._folds: list[_Folded] = []
         self._copies: dict[int, tuple[Any, int, Any]] = {}  # id(module) -> (weight, its version, copy)
+        self._entries: tuple[list[Any], list[_Folded]] = ([], [])  # what the last step swapped in
+        self._last_key: tuple[Any, ...] | None = None
 
     def weights_changed(self) -> None:
         """Look for the modules again at the next step (adapters may have been added or removed)."""
-        self._modules = None
+        self._linears = None
+        self._last_key = None
+
+    @property
+    def active(self) -> bool:
+        """Whether a step needs `swapped()` at all."""
+        return self.dtype is not None or self.fold_lora
 
     @contextmanager
-    def swapped(self) -> Iterator[None]:
-        entries = self._refresh()
-        for module, _, copy in entries:
+    def swapped(self, fold: bool = True, epoch: int | None = None) -> Iterator[None]:
+        """The copies in place for the block. fold=False: cast only (a served adapter is in scope).
+
+        epoch: the caller's count of weight changes (`ModelRunner.weights_epoch`); while it and the
+        adapters' state stay the same, the copies of the last step are reused without checking each one.
+        """
+        key = (epoch, fold, self._adapter_state())
+        if epoch is None or key != self._last_key or self._linears is None:
+            self._entries = self._build(fold)
+            self._last_key = key
+        casts, folds = self._entries
+        for module, _, copy in casts:
             module._parameters["weight"] = copy
+        for f in folds:
+            f.parent._modules[f.name] = f.linear
         try:
             yield
         finally:
-            for module, weight, _ in entries:
+            for f in folds:
+                f.parent._modules[f.name] = f.layer
+            for module, weight, _ in casts:
                 module._parameters["weight"] = weight
 
-    def _refresh(self) -> list[tuple[Any, Any, Any]]:
+    # ------------------------------------------------------------------ internals
+    def _build(self, fold: bool) -> tuple[list[tuple[Any, Any, Any]], list[_Folded]]:
+        """Refresh what changed; the (module, weight, copy) casts and the folds of one step."""
+        self._scan()
+        folds = [f for f in self._folds if fold and self._foldable(f.layer)]
+        skip = {id(f.layer.get_base_layer()) for f in folds}  # replaced whole: their base needs no cast copy
+        casts = [] if self.dtype is None else self._cast_entries(skip)
+        for f in folds:
+            self._refresh_fold(f)
+        return casts, folds
+
+    def _adapter_state(self) -> tuple[Any, ...]:
+        """What decides folding besides the weights (peft's switches), read off the first LoRA layer."""
+        if not self._folds:
+            return ()
+        layer = self._folds[0].layer
+        return tuple(layer.active_adapters), layer.disable_adapters, layer.merged
+
+    def _scan(self) -> None:
         import torch
 
-        if self._modules is None:
-            self._modules = [m for name, m in self.model.named_modules()
-                             if type(m) is torch.nn.Linear and "lora_" not in name]
-            alive = {id(m) for m in self._modules}
-            self._copies = {k: v for k, v in self._copies.items() if k in alive}
+        if self._linears is not None:
+            return
+        self._linears = [m for name, m in self.model.named_modules()
+                         if type(m) is torch.nn.Linear and "lora_" not in name]
+        old = {id(f.layer): f for f in self._folds}
+        self._folds = [old.get(id(layer)) or _Folded(parent, name, layer, None)
+                       for parent, name, layer in (lora_layers(self.model) if self.fold_lora else [])]
+        alive = {id(m) for m in self._linears}
+        self._copies = {k: v for k, v in self._copies.items() if k in alive}
+
+    def _cast_entries(self, skip: set[int]) -> list[tuple[Any, Any, Any]]:
+        import torch
+
         entries = []
-        for module in self._modules:
+        for module in self._linears or []:
+            if id(module) in skip:
+                continue
             weight = module._parameters.get("weight")
             if weight is None or weight.dtype == self.dtype or not weight.is_floating_point():
                 continue
@@ -63,3 +139,50 @@ class CastWeights:
                 self._copies[id(module)] = cached
             entries.append((module, weight, cached[2]))
         return entries
+
+    @staticmethod
+    def _foldable(layer: Any) -> bool:
+        """A plain LoRA over an nn.Linear, adapters on and not merged, one active adapter it holds."""
+        import torch
+
+        if layer.disable_adapters or layer.merged or type(layer.get_base_layer()) is not torch.nn.Linear:
+            return False
+        active = [a for a in layer.active_adapters if a in layer.lora_A]
+        if len(active) != 1 or active[0] in getattr(layer, "lora_variant", {}):
+            return False
+        return getattr(layer.lora_B[active[0]], "bias", None) is None
+
+    def _refresh_fold(self, f: _Folded) -> None:
+        import torch
+
+        layer = f.layer
+        adapter = next(a for a in layer.active_adapters if a in layer.lora_A)
+        base = layer.get_base_layer()
+        a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+        built_from = (id(base.weight), base.weight._version, id(a), a._version, id(b), b._version,
+                      hash((adapter, float(layer.scaling[adapter]))))
+        if f.linear is not None and f.built_from == built_from:
+            return
+        with torch.no_grad():
+            # peft's own delta (fan_in_fan_out and scaling handled there), summed in float32
+            folded = base.weight.detach().float() + layer.get_delta_weight(adapter).detach().float()
+            dtype = self.dtype or base.weight.dtype
+            if f.linear is None:
+                f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")
+            held = f.linear._parameters.get("weight")
+            if held is not None and held.shape == folded.shape and held.dtype == dtype and held.device == folded.device:
+                held.copy_(folded)  # into last step's copy: no new allocation
+            else:
+                f.linear._parameters["weight"] = folded.to(dtype)
+        f.linear._parameters["bias"] = base.bias
+        f.built_from = built_from
+
+
+def lora_layers(model: Any) -> list[tuple[Any, str, Any]]:
+    """(parent, attribute name, layer) of each peft LoRA Linear in `model`."""
+    try:
+        from peft.tuners.lora.layer import Linear as LoraLinear
+    except ImportError:  # no peft installed: no LoRA layers either
+        return []
+    return [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+            if isinstance(child, LoraLinear)]
