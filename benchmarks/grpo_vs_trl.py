@@ -133,7 +133,7 @@ class AjetSide:
                                               lora=lora))
         self.tok = self.policy.tokenizer
         self.engine = HFEngine(self.policy.model, self.tok, max_batch_size=args.prompts * args.group_size,
-                               seed=args.seed)
+                               seed=args.seed, fold_lora=args.fold_lora == "auto" and "auto")
         renderer = ChatRenderer(self.tok)
         self.prompts = build_prompts(args.prompts)
         self.prompt_ids = [renderer.encode(messages, None).token_ids for messages, _ in self.prompts]
@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="fp32: both trainers in float32. bf16: float32 weights, training forward/backward under "
                         "bf16 autocast (ajet model.autocast=bfloat16; TRL bf16=True); generation stays fp32 on both")
     parser.add_argument("--only", choices=["both", "ajet", "trl"], default="both")
+    parser.add_argument("--fold-lora", choices=["auto", "off"], default="auto",
+                        help="ajet's engine.fold_lora (off: generate through peft's LoRA layers as TRL does)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)

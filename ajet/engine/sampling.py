@@ -69,7 +69,10 @@ def _sample_into(tokens: Any, work: Any, rows: list[Any], sampled: list[int], er
     top_p = [rows[j].request.sampling.top_p for j in sampled]
     if min(top_p) < 1.0:
         probs = _top_p_filter(probs, torch.tensor(top_p, device=work.device, dtype=probs.dtype))
-    valid = (torch.isfinite(probs).all(dim=-1) & (probs.sum(dim=-1) > 0)).tolist()  # (s,)
+    if all(t == 1.0 for t in temps) and min(top_p) == 1.0:
+        valid = [True] * len(sampled)  # the softmax of finite logits (checked by the caller) is a distribution
+    else:
+        valid = (torch.isfinite(probs).all(dim=-1) & (probs.sum(dim=-1) > 0)).tolist()  # (s,)
     good = [i for i, ok in enumerate(valid) if ok]
     for i, ok in enumerate(valid):
         if not ok:
@@ -93,9 +96,13 @@ def _sample_rows(probs: Any, generators: list[Any]) -> Any:
     """
     import torch
 
-    uniforms = torch.stack([torch.rand(probs.shape[1], generator=g, device=probs.device) for g in generators])  # (s, V)
-    race = -torch.log(uniforms)  # (s, V) Exp(1); a uniform of exactly 0 gives inf: that token cannot win
-    return (probs / race).argmax(dim=-1)  # (s,); zero-probability tokens score 0 and never win
+    logu = torch.empty_like(probs)  # (s, V)
+    for row, generator in zip(logu, generators):
+        row.uniform_(generator=generator)  # the draws of torch.rand(V, generator=...), written in place
+    logu.log_()  # -E with E ~ Exp(1), strictly negative (a uniform is < 1); a uniform of 0 gives -inf
+    # argmax p / E == argmin p / (-E), computed in place (no second (s, V) buffer). A zero-probability token,
+    # or one whose uniform was 0, scores -0 and never wins.
+    return probs.div_(logu).argmin(dim=-1)  # (s,)
 
 
 def _top_p_filter(probs: Any, top_p: Any) -> Any:

@@ -218,6 +218,28 @@ def test_top_p_filter_keeps_the_smallest_head_reaching_p():
     assert out[2].tolist() == pytest.approx([0.0, 0.5, 0.0, 0.0])  # the top token always stays
 
 
+def test_sampled_tokens_follow_the_temperature_and_top_p_distribution():
+    """20,000 rows, each with its own seeded generator, over a 4-token vocabulary: the frequencies of the
+    picks match softmax(logits / T) (after the top-p cut) within 4 standard errors."""
+    from types import SimpleNamespace
+
+    from ajet.engine.sampling import pick_tokens
+
+    logits = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
+    n = 20_000
+    for temperature, top_p, expected in ((1.0, 1.0, [0.1, 0.2, 0.3, 0.4]),
+                                         (0.5, 1.0, [1 / 30, 4 / 30, 9 / 30, 16 / 30]),  # p^2, renormalised
+                                         (1.0, 0.65, [0.0, 0.0, 3 / 7, 4 / 7])):  # 0.4 + 0.3 reaches 0.65
+        rows = [SimpleNamespace(request=SimpleNamespace(sampling=SamplingParams(temperature=temperature, top_p=top_p)),
+                                generator=torch.Generator().manual_seed(i), matcher=None) for i in range(n)]
+        tokens, logprobs, errors = pick_tokens(logits.expand(n, -1).clone(), rows)
+        assert not errors
+        counts = torch.bincount(torch.tensor(tokens), minlength=4).double() / n
+        for got, want in zip(counts.tolist(), expected):
+            assert abs(got - want) <= 4 * (want * (1 - want) / n) ** 0.5 + 1e-12, (temperature, top_p, counts)
+        assert logprobs == pytest.approx([float(logits[t]) for t in tokens], abs=1e-6)  # raw, not tempered
+
+
 async def test_build_engine_gives_an_hf_engine_on_the_configured_model(tiny_model_path, prompts):
     from ajet.config.schema import AjetConfig
     from ajet.engine.factory import build_engine
