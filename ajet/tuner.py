@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import openai
 
 
@@ -14,6 +15,10 @@ class Tuner:
     Each agent name gets its own API key from the gateway; the key tells the gateway which episode
     and agent a call belongs to. Use `openai_client(agent=...)`, or `base_url` + `api_key_for(agent)`
     with any other HTTP client or agent framework.
+
+    `transport`: where the rollout runs in the gateway's own process, the runner passes an
+    `ajet.gateway.inprocess.InProcessTransport`, and `openai_client()` calls the gateway's app through
+    it instead of over a socket (the same requests and answers, ~0.7 ms less a call).
     """
 
     def __init__(
@@ -26,6 +31,7 @@ class Tuner:
         max_turns: int | None = None,
         external: dict[str, tuple[str, str, str]] | None = None,
         timeout_s: float = 600.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._base_url = base_url
         self._model = model
@@ -33,6 +39,7 @@ class Tuner:
         self._default_agent = default_agent
         self._external = external or {}  # agent -> (base_url, model, api_key) for untrained agents
         self._timeout_s = timeout_s
+        self._transport = transport
         self._clients: list[openai.AsyncOpenAI | openai.OpenAI] = []
         self.max_turns = max_turns
 
@@ -61,9 +68,12 @@ class Tuner:
 
     def openai_client(self, agent: str | None = None, **kwargs: Any) -> openai.AsyncOpenAI:
         """An `openai.AsyncOpenAI` whose calls are recorded as `agent`'s (default 'assistant')."""
-        base_url, api_key = self._endpoint(agent or self._default_agent)
+        agent = agent or self._default_agent
+        base_url, api_key = self._endpoint(agent)
         kwargs.setdefault("timeout", self._timeout_s)
         kwargs.setdefault("max_retries", 0)
+        if self._transport is not None and agent not in self._external and "http_client" not in kwargs:
+            kwargs["http_client"] = httpx.AsyncClient(transport=self._transport, timeout=kwargs["timeout"])
         client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, **kwargs)
         self._clients.append(client)
         return client

@@ -15,7 +15,10 @@ measured in this run; and the floor beside it: the p50 round trip of the same re
 to a bare ASGI app on the same uvicorn server that reads the body and answers a gateway reply's bytes
 (no framework, no parsing), measured interleaved with the gateway calls. No gateway served over
 HTTP by this client can cost less than the floor; overhead minus floor is the gateway's own work.
-The HTTP server is uvicorn with httptools when installed (a core dependency; h11 otherwise).
+Then `in_process_pct=<p> in_process_ms=<q>`: the same call in-process (`InProcessTransport`: the
+same ASGI app without a socket, what `tuner.openai_client()` uses when the rollout runs beside the
+gateway), interleaved with the others. The HTTP server is uvicorn with httptools when installed (a
+core dependency; h11 otherwise).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ajet import Task, Workflow, WorkflowOutput
 from ajet.engine.base import SamplingParams
 from ajet.engine.replay import ReplayEngine
 from ajet.gateway.episodes import EpisodeSession
+from ajet.gateway.inprocess import InProcessTransport
 from ajet.gateway.server import Gateway, GatewayServer, create_app
 from ajet.judge.base import Judge, Reward
 from ajet.models import resolve_model_path
@@ -68,11 +72,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def per_call(engine, tokenizer, calls: int, sdk: bool = False
-                   ) -> tuple[list[float], list[float], list[float]]:
-    """Per call, in ms: the engine called directly, the same call through the gateway, and the floor
-    (the same request to `bare_app`, answering the gateway's reply bytes), interleaved."""
+                   ) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per call, in ms: the engine called directly, the same call through the gateway over HTTP, the floor
+    (the same request to `bare_app`, answering the gateway's reply bytes) and the same call through the
+    gateway in-process (`InProcessTransport`, what `tuner.openai_client()` uses), interleaved."""
     gateway = Gateway(engine, tokenizer)
-    server = GatewayServer(create_app(gateway))
+    app = create_app(gateway)
+    server = GatewayServer(app)
     url = await server.start()
     prompt = gateway.renderer.encode(MESSAGES, TOOLS).token_ids
     sampling = SamplingParams(max_tokens=20, temperature=0)
@@ -86,7 +92,11 @@ async def per_call(engine, tokenizer, calls: int, sdk: bool = False
     reply = (await http.post("/chat/completions", json=body)).content
     bare = GatewayServer(bare_app(reply))
     bare_http = httpx.AsyncClient(base_url=await bare.start(), headers={"Authorization": f"Bearer {key}"}, timeout=120)
-    floor = []
+    local = httpx.AsyncClient(transport=InProcessTransport(app), base_url=url, headers={"Authorization": f"Bearer {key}"},
+                              timeout=120)
+    local_client = openai.AsyncOpenAI(base_url=url, api_key=key, max_retries=0,
+                                      http_client=httpx.AsyncClient(transport=InProcessTransport(app), timeout=120))
+    floor, inproc = [], []
     for i in range(calls + 10):  # the first 10 warm up connections and caches
         t0 = time.perf_counter()
         await engine.generate(prompt, sampling)
@@ -98,16 +108,24 @@ async def per_call(engine, tokenizer, calls: int, sdk: bool = False
         t2 = time.perf_counter()
         (await bare_http.post("/chat/completions", json=body)).raise_for_status()
         t3 = time.perf_counter()
+        if sdk:
+            await local_client.chat.completions.create(model="m", messages=MESSAGES, tools=TOOLS)
+        else:
+            (await local.post("/chat/completions", json=body)).raise_for_status()
+        t4 = time.perf_counter()
         if i >= 10:
             direct.append((t1 - t0) * 1000)
             through.append((t2 - t1) * 1000)
             floor.append((t3 - t2) * 1000)
+            inproc.append((t4 - t3) * 1000)
     await http.aclose()
     await bare_http.aclose()
+    await local.aclose()
+    await local_client.close()
     await client.close()
     await server.stop()
     await bare.stop()
-    return direct, through, floor
+    return direct, through, floor, inproc
 
 
 class ToolEpisode(Workflow):
@@ -159,18 +177,21 @@ async def main() -> None:
     tiny = resolve_model_path("tiny-random")
     tokenizer = AutoTokenizer.from_pretrained(tiny)
     replay = ReplayEngine([{"text": CALL}], tokenizer, repeat=True)
-    direct, through, floor = await per_call(replay, tokenizer, args.calls)
+    direct, through, floor, inproc = await per_call(replay, tokenizer, args.calls)
     overhead = [b - a for a, b in zip(direct, through)]
+    local = [b - a for a, b in zip(direct, inproc)]
     print(f"replay engine: direct p50 {percentile(direct, .5):.3f} ms · via gateway (httpx) p50 "
           f"{percentile(through, .5):.3f} ms p99 {percentile(through, .99):.3f} ms")
     print(f"HTTP floor (the same request to a bare ASGI app on the same uvicorn, answering the gateway's "
           f"reply bytes): p50 {percentile(floor, .5):.3f} ms p99 {percentile(floor, .99):.3f} ms · the gateway's "
           f"own work, p50 overhead - floor: {percentile(overhead, .5) - percentile(floor, .5):.3f} ms")
-    _, sdk, _ = await per_call(replay, tokenizer, args.calls, sdk=True)
+    print(f"in-process (InProcessTransport, what tuner.openai_client() uses beside the gateway): p50 "
+          f"{percentile(inproc, .5):.3f} ms p99 {percentile(inproc, .99):.3f} ms")
+    _, sdk, _, sdk_local = await per_call(replay, tokenizer, args.calls, sdk=True)
     print(f"same through the openai SDK client: p50 {percentile(sdk, .5):.3f} ms p99 {percentile(sdk, .99):.3f} ms "
-          "(the SDK's own parsing and validation included)")
+          f"over HTTP, p50 {percentile(sdk_local, .5):.3f} ms in-process (the SDK's own parsing and validation included)")
     hf = HFEngine.from_pretrained(tiny, device="cpu")
-    hf_direct, hf_through, _ = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
+    hf_direct, hf_through, _, _ = await per_call(hf, hf.tokenizer, max(args.calls // 5, 20))
     print(f"tiny HF engine (20 tokens): direct p50 {percentile(hf_direct, .5):.2f} ms · via gateway p50 "
           f"{percentile(hf_through, .5):.2f} ms (added {statistics.median(hf_through) - statistics.median(hf_direct):.2f} ms: "
           "through the gateway the engine also applies the tool-call constraint of tool_choice auto, the direct call not)")
@@ -180,7 +201,8 @@ async def main() -> None:
     p50 = percentile(overhead, .5)
     tiny = percentile(hf_direct, .5)
     print(f"gateway_overhead_pct={100 * p50 / tiny:.2f} p50_ms={p50:.3f} p99_ms={percentile(overhead, .99):.3f} "
-          f"floor_pct={100 * percentile(floor, .5) / tiny:.2f} floor_ms={percentile(floor, .5):.3f}")
+          f"floor_pct={100 * percentile(floor, .5) / tiny:.2f} floor_ms={percentile(floor, .5):.3f} "
+          f"in_process_pct={100 * percentile(local, .5) / tiny:.2f} in_process_ms={percentile(local, .5):.3f}")
 
 
 if __name__ == "__main__":

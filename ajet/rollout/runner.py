@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from ajet.config.schema import JudgeConfig, RolloutConfig, TrackerConfig
 from ajet.gateway.episodes import EpisodeSession
+from ajet.gateway.inprocess import InProcessTransport
 from ajet.gateway.server import Gateway
 from ajet.judge.base import Judge, checked_reward
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
@@ -160,6 +161,7 @@ class RolloutRunner:
         writer: EpisodeWriter | None = None,
         decode=None,
         remote: Any = None,
+        app: Any = None,
     ) -> None:
         self.gateway = gateway
         self.base_url = base_url
@@ -169,6 +171,8 @@ class RolloutRunner:
         self.external_agents = external_agents or {}
         self.writer = writer
         self.remote = remote  # a RayEpisodePool (--with-ray): workflows run in its workers, not here
+        self.app = app  # the gateway's ASGI app when served by this process: tuner clients call it in-process
+        self._transport: InProcessTransport | None = None
         self.decode = decode or (lambda ids: gateway.tokenizer.decode(ids, skip_special_tokens=False))
 
     async def run(self, tasks: list[Task], settings: RolloutSettings, *, label: str = "rollout",
@@ -233,6 +237,14 @@ class RolloutRunner:
             }
         return result
 
+    def _in_process(self) -> InProcessTransport | None:
+        """One transport for every episode's clients, made in the loop that serves the gateway."""
+        if self.app is None or self.remote is not None:
+            return None
+        if self._transport is None or self._transport.loop is not asyncio.get_running_loop():
+            self._transport = InProcessTransport(self.app)
+        return self._transport
+
     async def _attempt(self, result: EpisodeResult, task: Task, repeat: int, attempt: int,
                        settings: RolloutSettings, avoid: set[int]) -> Any:
         """One attempt of an episode, its outcome written into `result`; returns the WorkerLost when
@@ -248,7 +260,7 @@ class RolloutRunner:
         )
         issue_key = self.gateway.open_episode(session)
         tuner = Tuner(self.base_url, self.gateway.model_name, issue_key, max_turns=settings.max_turns,
-                      external=self.external_agents)
+                      external=self.external_agents, transport=self._in_process())
         busy_at_start = self.gateway.busy.seconds()
         busy_not_counted = 0.0
         try:

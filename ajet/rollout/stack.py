@@ -66,7 +66,8 @@ class RolloutStack:
             )
         # Bound beyond loopback (a Ray cluster's workers call it): every route needs a live episode key.
         self.gateway.exposed = not is_loopback(cfg.gateway.host)
-        self.server = GatewayServer(create_app(self.gateway), cfg.gateway.host, cfg.gateway.port)
+        self.app = create_app(self.gateway)
+        self.server = GatewayServer(self.app, cfg.gateway.host, cfg.gateway.port)
         self.workflow = load_workflow(cfg)
         self.judge = build_judge(cfg.judge, cfg.base_dir)
         self.writer = EpisodeWriter(run_dir / episodes_file) if run_dir is not None else None
@@ -89,7 +90,7 @@ class RolloutStack:
                     for name, a in self.cfg.agents.items() if a.model is not None and not self.cfg.is_trainable(name)}
         self.runner = RolloutRunner(self.gateway, base_url, self.workflow, self.judge,
                                     is_trained=self.cfg.is_trainable, external_agents=external, writer=self.writer,
-                                    remote=self.pool)
+                                    remote=self.pool, app=self.app)
         return self
 
     async def __aexit__(self, *exc) -> None:
