@@ -40,6 +40,12 @@ class LoraConfig(_Section):
     target_modules: list[str] | Literal["all-linear"] = Field(
         "all-linear", description="Module names to adapt, or 'all-linear' for every linear layer but the head."
     )
+    layers: int | None = Field(
+        None, ge=1,
+        description="Adapt only the last N decoder layers (None: every layer). Below them nothing trains, so a "
+        "training step's backward pass stops at the lowest adapted layer, and the debug trainer computes the "
+        "frozen layers' output for an SFT row once and reuses it in later epochs (trainer.trunk_cache_mb).",
+    )
 
 
 class ModelConfig(_Section):
@@ -288,6 +294,10 @@ class TrainerConfig(_Section):
     grad_clip: float = Field(1.0, gt=0, description="Max gradient norm.")
     updates_per_step: int = Field(1, ge=1, description="Optimizer updates per RL step, whatever the sample count.")
     micro_batch_tokens: int = Field(4096, ge=64, description="Token budget of one forward/backward micro-batch.")
+    trunk_cache_mb: float = Field(
+        1024, ge=0,
+        description="With model.lora.layers: most memory (MiB) that SFT keeps of the frozen layers' output per row, "
+        "so a row's later epochs run only the adapted layers (0: recompute them every time).")
     save_every: int = Field(10, ge=0, description="Checkpoint every N steps (0: only at the end of each stage).")
     keep_last: int | None = Field(None, ge=1, description="Keep only the newest N checkpoints (None: all).")
     eval_every: int = Field(0, ge=0, description="Run the val split every N steps (0: never during training).")

@@ -15,10 +15,16 @@ decoder's modules, so calling the inner decoder keeps them, and `disable_adapter
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch import nn
 
 from ajet.trainer.policy import unwrap_causal_lm
+
+if TYPE_CHECKING:
+    from ajet.trainer.trunk import TrunkCache
 
 MIN_SHARED_PREFIX = 64  # shorter shared prefixes run with every row: one more decoder call is not worth it
 
@@ -51,26 +57,39 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) 
 
 
 def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   min_shared_prefix: int) -> torch.Tensor:
+                   min_shared_prefix: int, *, embeds: torch.Tensor | None = None,
+                   new_cache: Callable[[], Any] | None = None) -> torch.Tensor:
     """Last hidden states (B, T, H). When the rows share a prefix of at least `min_shared_prefix`
     tokens (the system prompt and tools of an agent; the prompt of a GRPO group), the prefix is run
     once and its KV cache broadcast to every row; gradients from all rows flow back into that one
-    pass, so the result and its gradient equal the plain computation."""
+    pass, so the result and its gradient equal the plain computation.
+
+    embeds: (B, T, H) inputs in place of the ids' embeddings (the top of a split decoder, trunk.py); the ids
+    still tell which prefix the rows share. new_cache: the KV cache the prefix pass fills (default: the
+    decoder's own)."""
     # Under gradient checkpointing transformers turns the KV cache off, and the recomputation in
     # backward would append to a shared cache a second time: every row then runs whole.
     checkpointing = decoder.training and getattr(decoder, "gradient_checkpointing", False)
     shared = shared_prefix_length(input_ids, attention_mask) if min_shared_prefix > 0 and not checkpointing else 0
+
+    def inputs(rows: slice, cols: slice) -> dict[str, torch.Tensor]:
+        return {"inputs_embeds": embeds[rows, cols]} if embeds is not None else {"input_ids": input_ids[rows, cols]}
+
+    everything = slice(None)
     if checkpointing or min_shared_prefix <= 0 or shared < min_shared_prefix or shared >= input_ids.shape[1]:
-        out = decoder(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        out = decoder(**inputs(everything, everything), attention_mask=attention_mask, use_cache=False)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
     rows = input_ids.shape[0]
-    prefix = decoder(input_ids=input_ids[:1, :shared], use_cache=True)
+    prefix = decoder(**inputs(slice(0, 1), slice(0, shared)), use_cache=True,
+                     past_key_values=new_cache() if new_cache else None)
     cache = prefix.past_key_values
     for layer in cache.layers:  # (1, heads, P, d) -> (B, heads, P, d), a view: no copy
+        if layer.keys is None:  # a layer this (partial) decoder does not run
+            continue
         layer.keys = layer.keys.expand(rows, -1, -1, -1)
         layer.values = layer.values.expand(rows, -1, -1, -1)
     positions = torch.arange(shared, input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand(rows, -1)
-    rest = decoder(input_ids=input_ids[:, shared:], attention_mask=attention_mask, position_ids=positions,
+    rest = decoder(**inputs(everything, slice(shared, None)), attention_mask=attention_mask, position_ids=positions,
                    past_key_values=cache, use_cache=True)
     head = prefix.last_hidden_state.expand(rows, -1, -1)  # (B, P, H)
     return torch.cat([head, rest.last_hidden_state], dim=1)  # (B, T, H)
@@ -83,14 +102,22 @@ def token_logprobs(
     loss_mask: torch.Tensor,
     *,
     min_shared_prefix: int = MIN_SHARED_PREFIX,
+    trunk: TrunkCache | None = None,
 ) -> torch.Tensor:
     """log p(input_ids[b, t] | input_ids[b, :t]) at trained positions, 0.0 elsewhere. (B, T) float32.
 
     input_ids, attention_mask, loss_mask: (B, T), right-padded. Differentiable w.r.t. the model.
     min_shared_prefix: run a prefix all rows share only once when it is at least this long (0: never).
+    trunk: the frozen trunk's outputs of earlier passes (ajet.trainer.trunk), reused for rows seen before;
+    the result is the same.
     """
     decoder, head, softcap = _decoder_and_head(model)
-    hidden = _hidden_states(decoder, input_ids, attention_mask, min_shared_prefix)  # (B, T, H)
+    if trunk is not None and not trunk.checked:
+        trunk.check(input_ids, attention_mask, min_shared_prefix, _hidden_states)
+    if trunk is not None and trunk.usable and trunk.decoder is decoder:
+        hidden = trunk.hidden_states(input_ids, attention_mask, min_shared_prefix, _hidden_states)  # (B, T, H)
+    else:
+        hidden = _hidden_states(decoder, input_ids, attention_mask, min_shared_prefix)  # (B, T, H)
     rows, cols = _targets(loss_mask)  # (N,), (N,)
     h = hidden[rows, cols - 1]  # (N, H): the state at t-1 predicts the token at t
     logits = head(h).float()  # (N, V), float32 for a stable log-softmax under bf16

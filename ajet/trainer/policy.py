@@ -33,6 +33,7 @@ from torch import nn
 from ajet.config.schema import ModelConfig
 from ajet.errors import ModelError
 from ajet.models import load_causal_lm, read_chat_template, resolve_autocast, resolve_model_path
+from ajet.trainer.trunk import TrunkCache
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -55,6 +56,7 @@ class Policy:
     chat_template: str | None = None
     reference_model: nn.Module | None = field(default=None, repr=False)
     autocast_dtype: torch.dtype | None = None  # run forward/backward under torch.autocast to this dtype
+    _trunk: TrunkCache | None = field(default=None, repr=False)
 
     @property
     def is_lora(self) -> bool:
@@ -71,6 +73,17 @@ class Policy:
         if dtype is None or dtype == self.dtype:
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def trunk_cache(self, max_mb: float) -> TrunkCache | None:
+        """The cache of the frozen trunk's outputs (`model.lora.layers`, ajet/trainer/trunk.py), made on first
+        use; None when no decoder layer is frozen below the adapted ones, or max_mb is 0."""
+        if max_mb <= 0 or not self.is_lora or self.model_cfg.lora.layers is None:
+            return None
+        if self._trunk is None:
+            decoder = self.causal_lm().get_decoder()
+            self._trunk = TrunkCache(decoder, int(max_mb * 2**20))
+        self._trunk.max_bytes = int(max_mb * 2**20)
+        return self._trunk if self._trunk.usable else None
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
@@ -165,17 +178,46 @@ def load_policy(
     )
 
 
+def decoder_layers(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    """The name and the ModuleList of a causal LM's decoder layers (the list of num_hidden_layers blocks)."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    count = getattr(config, "num_hidden_layers", None)
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == count:
+            return name, module
+    raise ModelError(f"cannot find the {count} decoder layers of {type(model).__name__} (a ModuleList of "
+                     "config.num_hidden_layers blocks); model.lora.layers needs them: leave it unset")
+
+
+def _modules_in_last_layers(model: nn.Module, layers: int, target: list[str] | str) -> list[str]:
+    """Full names of the Linear modules to adapt in the last `layers` decoder layers: every Linear there for
+    'all-linear', else those whose name ends with one of `target`."""
+    prefix, blocks = decoder_layers(model)
+    first = max(len(blocks) - layers, 0)
+    wanted = tuple(f"{prefix}.{i}." for i in range(first, len(blocks)))
+    names = [name for name, module in model.named_modules()
+             if isinstance(module, nn.Linear) and name.startswith(wanted)
+             and (target == "all-linear" or any(name == t or name.endswith(f".{t}") for t in target))]
+    if not names:
+        raise ModelError(f"model.lora.target_modules={target!r} matches no Linear module in the last {layers} "
+                         f"decoder layers ({prefix}.{first}...)")
+    return names
+
+
 def _wrap_lora(model: nn.Module, model_cfg: ModelConfig) -> nn.Module:
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
     lora = model_cfg.lora
     target = lora.target_modules  # "all-linear" is peft's own spelling: every linear but the output head
+    targets = target if target == "all-linear" else list(target)
+    if lora.layers is not None:
+        targets = _modules_in_last_layers(model, lora.layers, target)
     peft_cfg = PeftLoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
-        target_modules=target if target == "all-linear" else list(target),
+        target_modules=targets,
         task_type="CAUSAL_LM",
     )
     try:

@@ -35,6 +35,7 @@ from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, spl
 from ajet.trainer.logprobs import token_logprobs
 from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
+from ajet.trainer.trunk import TrunkCache
 
 Algo = Literal["grpo", "sft"]
 OldLogprobs = Literal["engine", "recompute"]
@@ -117,6 +118,8 @@ def train_step(
         measure_gap_first = False
 
     params = policy.trainable_parameters()
+    # SFT rows come back every epoch: the frozen layers' output of a row is kept after its first visit
+    trunk = policy.trunk_cache(cfg.trunk_cache_mb) if algo == "sft" else None
     with training_call(policy.model, optimizer, scheduler):
         for update, idx in enumerate(split_mini_batches(len(samples), cfg.updates_per_step)):
             plan = pack_micro_batches(
@@ -132,7 +135,7 @@ def train_step(
             loss = 0.0
             for mb in plan.micro_batches:
                 loss += _micro_step(policy, mb.to(policy.device), plan, algo, grpo, autocast_dtype, stats,
-                                    measure_gap=measure_gap_first and update == 0)
+                                    measure_gap=measure_gap_first and update == 0, trunk=trunk)
             norm, applied = apply_update(optimizer, params, cfg.grad_clip, loss)
             stats.losses.append(loss)
             stats.grad_norms.append(norm)
@@ -150,6 +153,7 @@ def _micro_step(
     autocast_dtype: torch.dtype | None,
     stats: _Stats,
     measure_gap: bool,
+    trunk: TrunkCache | None = None,
 ) -> float:
     """Forward + backward of one micro-batch; returns its share of the mini-batch loss."""
     ref = None
@@ -157,7 +161,7 @@ def _micro_step(
         with torch.no_grad(), policy.autocast(autocast_dtype), policy.base_model_context() as base:
             ref = token_logprobs(base, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
     with policy.autocast(autocast_dtype):
-        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
+        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, trunk=trunk)  # (B, T)
     if algo == "sft":
         loss = sft_loss(logprobs, mb.loss_mask, normalizer=plan.trained_tokens)
         loss_stats = {"tokens": float(mb.loss_mask.sum())}

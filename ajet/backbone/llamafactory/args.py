@@ -58,6 +58,9 @@ def check_config(cfg: AjetConfig) -> None:
     if "dpo" in cfg.stages and cfg.dpo.loss_type == "simpo" and cfg.dpo.label_smoothing:
         raise ConfigError("dpo.label_smoothing with dpo.loss_type=simpo is not supported by the llamafactory backbone "
                           "(LLaMA-Factory smooths the sigmoid loss only); set dpo.label_smoothing=0")
+    if cfg.model.lora.layers is not None:
+        raise ConfigError("model.lora.layers is applied by the debug backbone only (it adapts the last N decoder "
+                          "layers and reuses the frozen layers' output); remove it, or use --backbone=debug")
     if cfg.trainer.eval_every:
         raise ConfigError(f"trainer.eval_every={cfg.trainer.eval_every} is not supported by the llamafactory "
                           "backbone (its evaluation is rollouts, which LLaMA-Factory does not run); set "

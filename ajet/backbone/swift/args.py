@@ -95,6 +95,9 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if cfg.rollout.task_weights and any(stage != "sft" for stage in cfg.stages):
         raise ConfigError("rollout.task_weights is applied by the debug backbone only (swift's GRPO samples its "
                           "dataset itself); use --backbone=debug, or remove it")
+    if cfg.model.lora.layers is not None:
+        raise ConfigError("model.lora.layers is applied by the debug backbone only (it adapts the last N decoder "
+                          "layers and reuses the frozen layers' output); remove it, or use --backbone=debug")
     if cfg.trainer.eval_every:
         raise ConfigError("invalid config: trainer.eval_every is not supported by the swift backbone (the rollouts "
                           "run inside swift's trainer); set it to 0 and evaluate a checkpoint with `ajet eval --model "
