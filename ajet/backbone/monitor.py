@@ -32,6 +32,16 @@ _SHOWN = [
 ]
 
 
+def _step_seconds(metrics: dict[str, Any], since_last: float | None, since_start: float) -> float:
+    """How long a step took: since the previous step was logged, or, for the run's first step, the step's own
+    clock (rollout + update) when it reports one. Time since the run began would add the run's set-up to the
+    pace: the quickstart's first ETA came out 40% too long."""
+    if since_last is not None:
+        return since_last
+    own = [v for v in (metrics.get("rollout_seconds"), metrics.get("time_s")) if isinstance(v, (int, float)) and v >= 0]
+    return sum(own) if own else since_start
+
+
 class Monitor:
     """Writes one JSON line per step to `run_dir/metrics.jsonl` (appending, so a resumed run keeps
     its history) and mirrors scalars to TensorBoard if the package is installed."""
@@ -76,11 +86,13 @@ class Monitor:
         now = time.perf_counter()
         elapsed = now - self._started
         if stage != self._stage:  # this stage began when the previous one logged its last step
-            self._stage, self._stage_steps = stage, 0
+            self._stage, self._stage_steps, self._stage_seconds = stage, 0, 0.0
             self._stage_started = self._last_logged if self._steps_done > 1 else self._started
         self._stage_steps += 1
+        self._stage_seconds += _step_seconds(metrics, now - self._last_logged if self._steps_done > 1 else None,
+                                             now - self._started)
         self._last_logged = now
-        pace = (now - self._stage_started) / self._stage_steps
+        pace = self._stage_seconds / self._stage_steps
         later = self._later_stages(step)
         remaining = ((self.total_steps - step) - sum(n for _, n in later)) * pace
         parts = [f"step {step}/{self.total_steps}"]

@@ -33,3 +33,22 @@ def test_eta_names_the_stages_whose_pace_is_not_known_yet(tmp_path: Path, monkey
         run.log(step, stage, {"loss": 1.0})
     etas = [line.rsplit("ETA ", 1)[1] for line in capsys.readouterr().out.splitlines() if "ETA" in line]
     assert etas == ["20 s + 3 grpo steps", "10 s + 3 grpo steps", "0 s + 3 grpo steps", "2m00s", "1m00s"]
+
+
+def test_the_first_eta_leaves_out_the_runs_set_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """The first step is priced by its own clock (time_s, plus rollout_seconds for an RL step), not by the
+    time since the run began, which holds the model's loading: 25 s of set-up before a 10 s first step
+    showed 35 s a step for the quickstart's first ETA."""
+    clock = iter([0.0, 35.0, 45.0, 55.0])  # set-up 25 s, then SFT steps of 10 s
+    monkeypatch.setattr(monitor_module.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(monitor_module, "interactive", lambda: False)
+    run = Monitor(tmp_path, total_steps=4, tensorboard=False)
+    for step in range(1, 4):
+        run.log(step, "sft", {"loss": 1.0, "time_s": 10.0})
+    etas = [line.rsplit("ETA ", 1)[1] for line in capsys.readouterr().out.splitlines() if "ETA" in line]
+    assert etas == ["30 s", "20 s", "10 s"]
+    clock = iter([0.0, 70.0])  # an RL first step: 20 s set-up, 30 s rollout, 20 s update
+    (tmp_path / "rl").mkdir()
+    run = Monitor(tmp_path / "rl", total_steps=3, tensorboard=False)
+    run.log(1, "grpo", {"rollout_seconds": 30.0, "time_s": 20.0})
+    assert capsys.readouterr().out.rsplit("ETA ", 1)[1].strip() == "1m40s"
