@@ -125,8 +125,11 @@ class ModelRunner:
     def sync_weights(self) -> None:
         """Drop the prefix cache when the weights changed: `weights_version` was bumped, or a parameter was
         modified in place (every in-place op bumps a tensor's version counter: optimizer steps, loads)."""
-        if self._params is None:  # listing a peft model's parameters walks ~1,000 modules: once, not per step
+        if self._params is None or self.weights_version != (self._weights_signature or (None,))[0]:
+            # listing a peft model's parameters walks ~1,000 modules: again only when someone announced a
+            # change (the trainer's version bump, an adapter load), not at every step
             self._params = list(self.model.parameters())
+            self.step_weights.weights_changed()
         signature = (self.weights_version, sum(p._version for p in self._params))
         if signature != self._weights_signature:
             if self._weights_signature is not None:
