@@ -74,7 +74,7 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
     assert args["save_total_limit"] == 2 and args["use_cpu"] is True and args["bf16"] is False
     # 8 conversations per update as micro-batches of 4096 // 4096 = 1 conversation, accumulated
     assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (1, 8)
-    assert args["num_train_epochs"] == 3.0
+    assert args["num_train_epochs"] == 2.0  # the tutorial's sft.epochs
     assert args["tool_format"] == "qwen" and "template" not in args  # None: LLaMA-Factory parses the model's own
     assert args["max_steps"] == 2 and args["logging_steps"] == TUNABLE["logging_steps"]
     assert set(args) - set(TUNABLE) - {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps"} \
