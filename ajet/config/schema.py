@@ -199,9 +199,10 @@ class EngineConfig(_Section):
     fold_lora: Literal["auto", "on", "off"] = Field(
         "auto",
         description="hf: during rollouts, run the policy's LoRA adapter folded into a copy of each adapted weight "
-        "(W + scale * B @ A, refreshed after each update): one matmul per layer instead of three, the same "
-        "tokens and logprobs. auto: on when the copies take at most 1 GiB (in float32 they are an extra copy of "
-        "the adapted weights; under bf16 autocast they replace the bf16 copies the engine keeps anyway).")
+        "(W + scale * B @ A, refreshed after each update): one matmul per layer instead of three. auto: on when "
+        "the passes run in float32 (the same tokens and logprobs, to 1e-5) and the copies take at most 1 GiB; "
+        "on: also in bfloat16, where the folded weight rounds the LoRA delta (on an H100: 1.7x faster "
+        "generation, logprobs off by up to 0.16).")
     seed: int = Field(0, description="Sampling seed.")
     request_timeout_s: float = Field(300, gt=0, description="remote, chat_api: timeout of one completion request.")
 

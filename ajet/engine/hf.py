@@ -57,7 +57,8 @@ class HFEngine(Engine):
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for `SamplingParams.guided`
         (default: `ajet.engine.guided.build_matcher`).
     fold_lora: run a LoRA model's own adapter folded into copies of its base weights, one matmul per
-        layer instead of three (`precision.StepWeights`); True, False or 'auto' (copies up to 1 GiB).
+        layer instead of three (`precision.StepWeights`); True, False or 'auto' (float32 passes, copies up
+        to 1 GiB: where folding gives peft's numbers).
     """
 
     def __init__(

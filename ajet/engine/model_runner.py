@@ -26,8 +26,11 @@ from ajet.engine.precision import StepWeights, lora_layers
 from ajet.errors import EngineError, ModelError
 from ajet.models import eos_token_ids
 
-# fold_lora='auto' folds when the folded copies take at most this much: SmolLM2-135M's 210 adapted layers
-# are 0.42 GB in float32; a 1.7B model's are 6.4 GB, which a GPU should not hold twice.
+# fold_lora='auto' folds when the passes run in float32 (where the folded sum equals peft's to float
+# rounding) and the folded copies take at most this much: SmolLM2-135M's 210 adapted layers are 0.42 GB in
+# float32; a 1.7B model's are 6.4 GB, which should not be held twice. In bfloat16 a folded weight rounds the
+# small LoRA delta into the base's 8-bit mantissa: on an H100, 26 of 32 sampled completions stayed the same
+# and logprobs moved by up to 0.16, for 1.7x faster generation; `fold_lora: on` takes that trade.
 FOLD_AUTO_BYTES = 2**30
 
 
@@ -57,7 +60,7 @@ class ModelRunner:
         weights' own). prefix_cache_mb: most memory the prefix KV cache keeps (MiB; 0: off).
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for guided decoding (None: the default).
     fold_lora: run the model's own LoRA layers folded into their base weights (`precision.StepWeights`):
-        True, False, or 'auto' (when the folded copies take at most `FOLD_AUTO_BYTES`).
+        True, False, or 'auto' (in float32, when the folded copies take at most `FOLD_AUTO_BYTES`).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, autocast_dtype: Any = None, prefix_cache_mb: float = 1024,
@@ -106,8 +109,7 @@ class ModelRunner:
         cast = self._autocast_dtype if self._autocast_dtype not in (None, weights) else None
         fold = self.fold_lora
         if fold == "auto":
-            size = torch.finfo(cast or weights).bits // 8
-            fold = lora_base_numel(self.model) * size <= FOLD_AUTO_BYTES
+            fold = cast is None and weights == torch.float32 and lora_base_numel(self.model) * 4 <= FOLD_AUTO_BYTES
         return StepWeights(self.model, cast, fold_lora=bool(fold))
 
     def modules_changed(self) -> None:

@@ -96,6 +96,9 @@ async def test_a_served_adapter_runs_unfolded_beside_the_folded_policy(policy, t
 
 async def test_auto_folds_only_what_fits_and_variants_stay_unfolded(policy, tokenizer, monkeypatch, tiny_model_path):
     assert HFEngine(policy, tokenizer).runner.step_weights.fold_lora  # tiny: its copies are a few kB
+    # bf16 passes would round the LoRA delta into the folded weight: auto leaves them unfolded
+    assert not HFEngine(policy, tokenizer, autocast_dtype="bfloat16").runner.step_weights.fold_lora
+    assert HFEngine(policy, tokenizer, autocast_dtype="bfloat16", fold_lora=True).runner.step_weights.fold_lora
     monkeypatch.setattr(model_runner, "FOLD_AUTO_BYTES", 1024)
     assert not HFEngine(policy, tokenizer).runner.step_weights.fold_lora
     torch.manual_seed(5)
