@@ -109,7 +109,9 @@ class ModelRunner:
         cast = self._autocast_dtype if self._autocast_dtype not in (None, weights) else None
         fold = self.fold_lora
         if fold == "auto":
-            fold = cast is None and weights == torch.float32 and lora_base_numel(self.model) * 4 <= FOLD_AUTO_BYTES
+            layers = [layer for _, _, layer in lora_layers(self.model)]
+            float32 = all(p.dtype == torch.float32 for layer in layers for p in layer.parameters())
+            fold = cast is None and float32 and lora_base_numel(self.model) * 4 <= FOLD_AUTO_BYTES
         return StepWeights(self.model, cast, fold_lora=bool(fold))
 
     def modules_changed(self) -> None:

@@ -8,7 +8,7 @@ Two costs of running a training policy as it is in a decode step are each one co
   16-row matmul: a bfloat16 copy made a 16-row decode step ~40% faster on a 2-core AMX CPU.
 - Fold. A peft LoRA layer runs its base matmul, then `x @ A @ B * scale` and an add: five more small
   ops in each of SmolLM2's 210 adapted layers, ~30% of a float32 decode step of 32 rows on a 2-core
-  CPU (benchmarks/grpo_vs_trl.py). Its folded weight `W + scale * B @ A` (peft's `get_delta_weight`)
+  CPU (benchmarks/grpo_vs_trl.py). Its folded weight `W + scale * B @ A` (summed in float32)
   gives the same sum in one matmul, computed once per weight change instead of at every step.
 
 `StepWeights.swapped()` puts the copies in place for one engine step: an `nn.Linear` gets its copy as
@@ -163,9 +163,15 @@ class StepWeights:
                       hash((adapter, float(layer.scaling[adapter]))))
         if f.linear is not None and f.built_from == built_from:
             return
-        with torch.no_grad():
-            # peft's own delta (fan_in_fan_out and scaling handled there), summed in float32
-            folded = base.weight.detach().float() + layer.get_delta_weight(adapter).detach().float()
+        # Not peft's get_delta_weight: for bf16 adapters on a CPU it replaces the adapter's .data with new
+        # tensors (made in this inference-mode step, they would break the trainer). The plain LoRA delta,
+        # scale * B @ A (transposed for fan_in_fan_out layers), summed in float32; the copy is an ordinary
+        # tensor, so whoever reads it (its version, a backward pass) may.
+        with torch.inference_mode(False), torch.no_grad():
+            delta = (b.detach().float() @ a.detach().float()) * float(layer.scaling[adapter])
+            if getattr(layer, "fan_in_fan_out", False):
+                delta = delta.T
+            folded = base.weight.detach().float() + delta
             dtype = self.dtype or base.weight.dtype
             if f.linear is None:
                 f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")

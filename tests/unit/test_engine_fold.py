@@ -124,3 +124,23 @@ async def test_under_autocast_the_folded_copy_replaces_the_cast_one(policy, toke
     bases = {id(f.layer.get_base_layer()) for f in folds}
     assert casts and not any(id(module) in bases for module, _, _ in casts)  # only the head is cast separately
     assert all(p.dtype == torch.float32 for p in policy.parameters())  # the trainer's weights are untouched
+
+
+async def test_folding_leaves_bf16_adapters_trainable(tokenizer, tiny_model_path):
+    """peft's own get_delta_weight swaps a bf16 adapter's .data for tensors made inside the engine step's
+    inference mode (swift's GRPO trainer then failed: 'Inference tensors do not track version counter');
+    the engine's fold reads the adapters and writes nothing to them."""
+    torch.manual_seed(9)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.bfloat16).eval()
+    policy = get_peft_model(model, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False),
+                            autocast_adapter_dtype=False)
+    assert {p.dtype for n, p in policy.named_parameters() if "lora_" in n} == {torch.bfloat16}
+    before = {n: p for n, p in policy.named_parameters()}
+    await generate_all(HFEngine(policy, tokenizer, fold_lora=True), tokenizer.encode("Hi there"))
+    after = dict(policy.named_parameters())
+    assert all(after[n] is p and p.data_ptr() == after[n].data_ptr() for n, p in before.items())
+    assert not any(p.is_inference() for p in policy.parameters())
+    policy.train()
+    loss = policy(input_ids=torch.tensor([tokenizer.encode("Hi there")])).logits.float().mean()
+    loss.backward()  # the trainer's next step
+    assert all(p.grad is not None for n, p in policy.named_parameters() if p.requires_grad)
