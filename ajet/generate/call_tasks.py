@@ -27,7 +27,7 @@ import hashlib
 import json
 import random
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +36,10 @@ from rich.console import Console
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError, GenerateError
-from ajet.generate import phrasing
+from ajet.generate import natural, phrasing
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.files import JsonlAppender, dropped_path, read_rows
+from ajet.generate.schedule import schedule
 from ajet.judge.function_call import values_match
 
 console = Console()
@@ -52,10 +53,12 @@ class Candidate:
     steps: list[dict[str, Any]]
     path: list[Any]
     value: Any
+    variant: int = 0  # the same calls phrased again (ajet.generate.schedule): a task of its own
 
     @property
     def key(self) -> str:
-        return json.dumps([[s["id"] for s in self.steps], self.path])
+        ids = [s["id"] for s in self.steps]
+        return json.dumps([ids, self.path, self.variant] if self.variant else [ids, self.path])
 
     @property
     def field(self) -> str:
@@ -305,57 +308,6 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     return found
 
 
-def schedule(found: list[Candidate], n: int, chain_share: float, rng: random.Random) -> list[Candidate]:
-    """`n` candidates spread evenly over tool sequences, and within a sequence over its answer fields
-    (a tool whose result has five numbers gets no more tasks than one with a single number);
-    numeric answers first (a judge checks them exactly); about `chain_share` chains when there are enough."""
-    by_tools: dict[tuple, dict[str, list[Candidate]]] = defaultdict(lambda: defaultdict(list))
-    for cand in found:
-        by_tools[tuple(cand.tools)][phrasing.field_name(cand.path)].append(cand)
-    queues: dict[tuple, list[Candidate]] = {}
-    for tools, fields in by_tools.items():
-        for members in fields.values():
-            rng.shuffle(members)
-        names = list(fields)
-        rng.shuffle(names)
-        ordered: list[Candidate] = []
-        for tier in (False, True):  # numbers, then strings
-            lanes = [fields[f] for f in names if isinstance(fields[f][0].value, str) is tier]
-            for i in range(max((len(lane) for lane in lanes), default=0)):
-                ordered += [lane[i] for lane in lanes if i < len(lane)]
-        queues[tools] = ordered
-    singles = [k for k in queues if len(k) == 1]
-    multis = [k for k in queues if len(k) > 1]
-    chains = _round_robin(queues, multis, round(n * chain_share) if multis else 0, rng)
-    ones = _round_robin(queues, singles, n - len(chains), rng)
-    if len(chains) + len(ones) < n:  # not enough singles: fill with more chains
-        chains += _round_robin(queues, multis, n - len(chains) - len(ones), rng)
-    return _interleave(chains, ones)
-
-
-def _interleave(chains: list[Candidate], ones: list[Candidate]) -> list[Candidate]:
-    """Both lists merged so that every prefix holds chains in their overall share: tasks are decided
-    in this order, and a run that stops early (enough kept) keeps the mix."""
-    share = len(chains) / max(1, len(chains) + len(ones))
-    merged: list[Candidate] = []
-    while chains or ones:
-        due = round((len(merged) + 1) * share) > sum(len(c.steps) > 1 for c in merged)
-        merged.append(chains.pop(0) if chains and (due or not ones) else ones.pop(0))
-    return merged
-
-
-def _round_robin(queues: dict[tuple, list[Candidate]], keys: list[tuple], n: int, rng: random.Random) -> list[Candidate]:
-    """Up to `n` candidates, one per tool sequence in turn, each from the front of its queue."""
-    keys = list(keys)
-    rng.shuffle(keys)
-    picked: list[Candidate] = []
-    while len(picked) < n and any(queues[k] for k in keys):
-        for key in keys:
-            if queues[key] and len(picked) < n:
-                picked.append(queues[key].pop(0))
-    return picked
-
-
 async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Path, *, fresh: bool = False,
                               seed: int = 0) -> CallTaskReport:
     """Write up to `n` call-first tasks from the bank at `calls_path` to `out` (resuming)."""
@@ -373,6 +325,10 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
     descriptions = {t["function"]["name"]: t["function"].get("description") for t in tools}
     for row in bank:
         row["description"] = descriptions.get(row["tool"])
+    # how the server spells its words (USD, MMBtu): result keys are lowercase, questions are not
+    lex = natural.lexicon([str(t["function"].get("description") or "") for t in tools] + [
+        str(spec.get("description") or "") for t in tools
+        for spec in ((t["function"].get("parameters") or {}).get("properties") or {}).values() if isinstance(spec, dict)])
     opts = cfg.generate.tasks
     report = CallTaskReport()
     rng = random.Random(seed)
@@ -386,8 +342,9 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         if needed <= 0:
             console.print(f"{out} already has {report.resumed} tasks (asked for {n}); nothing to do")
             return report
-        pool = [c for c in found if c.key not in done]
-        plan = schedule(pool, min(len(pool), needed + needed // 2), opts.chain_share, rng)
+        # the whole plan, then what is left of it: the schedule is seeded, so a rerun resumes the same order
+        plan = [c for c in schedule(found, n + n // 2, opts.chain_share, rng, opts.phrasings_per_call)
+                if c.key not in done]
         console.print(f"{len(bank)} calls, {len(found)} candidate tasks; phrasing {len(plan)} for {needed} tasks "
                       f"({report.resumed} already in {out})")
         writer_who, teacher_who = endpoint_of(cfg, "question_writer"), endpoint_of(cfg, "teacher")
@@ -405,7 +362,7 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                     while queue and report.kept < needed:
                         cand = queue.pop()
                         row, reason = await _decide(cfg, cand, tools, names, writer, teacher, writer_who == "self",
-                                                    teacher_who == "self", report, rng)
+                                                    teacher_who == "self", report, rng, lex)
                         if report.kept >= needed:
                             return
                         if row is None:
@@ -431,13 +388,12 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
 
 async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: list[str], writer: Any, teacher: Any,
                   writer_is_self: bool, teacher_is_self: bool, report: CallTaskReport,
-                  rng: random.Random) -> tuple[dict[str, Any] | None, str]:
+                  rng: random.Random, lex: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, str]:
     """The task row for `cand`, or None and the reason it was dropped."""
     opts = cfg.generate.tasks
     mention, hidden = cand.mention(), cand.hidden()
     field_words = cand.field
-    template = phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), field_words,
-                                          mention, rng, cand.steps[0].get("description"))
+    template = template_question(cand, names, rng, lex or {})
     tries: list[tuple[str, str]] = []
     if opts.phrasing == "writer":
         try:
@@ -461,6 +417,18 @@ async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: li
                 continue
         return task_row(cand, question, how, getattr(writer, "model_name", None)), ""
     return None, last
+
+
+def template_question(cand: Candidate, tool_names: list[str], rng: random.Random, lex: dict[str, str]) -> str:
+    """A templated question for `cand`: one of the forms users write (ajet.generate.natural) that passes
+    the checks, else the plain form (phrasing.template_question), which always does."""
+    mention, hidden = cand.mention(), cand.hidden()
+    forms = natural.questions(cand.steps, cand.path, cand.value, mention, cand.field, lex, rng)
+    good = [q for q in dict.fromkeys(forms) if phrasing.question_problem(q, mention, hidden, tool_names) is None]
+    if good:
+        return rng.choice(good)
+    return phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), cand.field,
+                                      mention, rng, cand.steps[0].get("description"))
 
 
 async def _write_question(cfg: AjetConfig, writer: Any, cand: Candidate, field_words: str, mention: dict[str, Any],
