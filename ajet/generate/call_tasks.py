@@ -261,6 +261,31 @@ def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return extra
 
 
+def unpaired(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bank with no call fed by one side of a pair: a comparison of city_a and city_b returns price_a,
+    and "compare Boston and Dallas, then convert Boston's price" is no question a user asks (Boston's
+    price alone is). Such a link moves to another key of the same result holding the same value
+    (`cheaper_price`, when Boston is the cheaper), else the call starts no chain (its link is cut)."""
+    by_id = {row["id"]: row for row in bank}
+    out = []
+    for row in bank:
+        links = row.get("inputs_from") or []
+        source = by_id.get(links[0]["call"]) if len(links) == 1 else None
+        key = links[0]["path"][-1] if source is not None and links[0]["path"] else None
+        side = re.fullmatch(r"(.+?)_?([ab12])", key) if isinstance(key, str) else None
+        if side and natural.pair_of(source["arguments"]) and any(
+                name.endswith(side.group(2)) for name in source["arguments"]):
+            value = row["arguments"].get(links[0]["argument"])
+            others = [path for path, leaf in _fitting(answer_paths(source), links[0]["argument"])
+                      if values_match(leaf, value) and path[-1] != key
+                      and not re.fullmatch(r".+?_?[ab12]", str(path[-1]))]
+            if "~" in row["id"] and not others:
+                continue  # a copy made only for this link: nothing left of it
+            row = {**row, "inputs_from": [{**links[0], "path": others[0]}] if others else []}
+        out.append(row)
+    return out
+
+
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
     return [(path, v) for path, v in leaves if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
@@ -272,7 +297,7 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     A chain uses each tool once, and its answer must be new: a value the user gave or an earlier call
     already returned makes the last call needless ("the member id of M-1648's loans")."""
     bank = rebased(bank)
-    bank = [*bank, *other_sources(bank)]
+    bank = unpaired([*bank, *other_sources(bank)])
     by_id = {row["id"]: row for row in bank}
     chains: list[list[dict[str, Any]]] = [[row] for row in bank if "~" not in row["id"]]
     for row in bank:

@@ -224,6 +224,9 @@ def _ask_forms(noun: str, where: str, unit: str, count: bool, numeric: bool) -> 
     if unit:
         forms += [f"What is the {noun}{tail}, in {unit}?", f"What is the {noun}{tail} in {unit}?",
                   f"Tell me the {noun}{tail} in {unit}."]
+        if " per " in unit:  # 'per MMBtu' alone, as a chain that converts says 'per GJ': the unit word decides
+            forms += [f"How much is the {noun}{tail} per {unit.split(' per ')[-1]}?",
+                      f"What is the {noun}{tail} per {unit.split(' per ')[-1]}?"]
     return forms
 
 
@@ -298,8 +301,36 @@ def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: d
             lead, rest = opening
             rest_where = " ".join(_places(steps, rest, rng))
             forms += [f"{lead} {q}" for q in _ask_forms(noun, rest_where, "", what.count, numeric)[:4]]
+    forms += _verb_forms(what, last_description, given, steps, rng)
     if field and len(steps) > 1 and "of the" in field:  # which of a comparison's values a chain passed on
         forms = [f for f in forms if field.split(" of the ")[-1].split()[0] in f] or forms
+    return forms
+
+
+# a noun made from a verb, and the verb back ('production' -> 'produce'): users ask with the verb
+_NOMINALS = (("uction", "uce"), ("umption", "ume"), ("ation", "ate"))
+
+
+def _verb_forms(what: Asked, description: str, given: dict[str, Any], steps: list[dict[str, Any]],
+                rng: random.Random) -> list[str]:
+    """'How much natural gas did Texas produce in 2021?' for the noun 'natural gas production' whose
+    description places one value after 'of' ("production of a US state"): that value is who does it."""
+    richer = what.nouns[-1].split(" ")
+    verb = next((richer[-1][:-len(end)] + repl for end, repl in _NOMINALS if richer[-1].endswith(end)), None)
+    if verb is None or len(richer) < 2:
+        return []
+    clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
+    agent = next((name for name in given if (_placeholder(name, clause) or [""])[0].lower().startswith("of ")), None)
+    if agent is None:
+        return []
+    stuff, who = " ".join(richer[:-1]), show(given[agent])
+    rest = " ".join(_places(steps, {k: v for k, v in given.items() if k != agent}, rng))
+    tail = f" {rest}" if rest else ""
+    past = verb + ("d" if verb.endswith("e") else "ed")
+    forms = [f"How much {stuff} did {who} {verb}{tail}?", f"How much {stuff} does {who} {verb}{tail}?",
+             f"How much {stuff} was {past} in {who}{tail}?"]
+    if what.unit:
+        forms.append(f"How much {stuff} did {who} {verb}{tail}, in {what.unit}?")
     return forms
 
 

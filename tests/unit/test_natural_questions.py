@@ -96,6 +96,26 @@ def test_energy_questions_name_the_values_where_users_put_them(energy):
                    and c.steps[0]["arguments"]["city"] == "Seattle").steps[1]["arguments"]["to_unit"]
     assert f"What is the natural gas price in Seattle in USD per {to_unit}?" in chain
     assert not any("MMBtu" in q or "3.8" in q for q in chain)  # the passed price and its unit stay unsaid
+    # the verb behind a noun made from it: 'production of a US state' is what a state produces
+    assert "How much natural gas did Texas produce in 2021?" in production
+    assert "How much natural gas was produced in Texas in 2021?" in production
+    # a single price says its own unit as a chain says the converted one ('per MMBtu' / 'per GJ')
+    price = _forms(found, lex, ("get_gas_price",), ["price_usd_per_mmbtu"], city="Boston")
+    assert "What is the natural gas price in Boston per MMBtu?" in price
+
+
+def test_a_chain_never_passes_one_side_of_a_pair(energy):
+    """compare_prices(Boston, Dallas) returns price_a and price_b; "compare them, then convert Boston's
+    price" is no question a user asks. Exploration fed convert_price from whichever key held the value
+    first: such links move to the same value under another key (cheaper_price) or are cut."""
+    found, _, _ = energy
+    passed = Counter(c.steps[1]["inputs_from"][0]["path"][-1] for c in found
+                     if c.tools == ["compare_prices", "convert_price"])
+    assert set(passed) == {"cheaper_price"} and passed["cheaper_price"] > 0
+    for cand in found:
+        if cand.tools == ["compare_prices", "convert_price"]:
+            first = json.loads(cand.steps[0]["content"])
+            assert cand.steps[1]["arguments"]["price"] == first["cheaper_price"]
 
 
 def test_library_questions_use_ids_names_counts_and_the_first_person(library):
