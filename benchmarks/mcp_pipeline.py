@@ -93,9 +93,12 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
         "tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
                       "--out", str(out / "tasks.jsonl"), *common], out / "tasks.log"),
         "demos": run(["ajet", "generate", "demos", *conf, "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
+        # GRPO's tasks: the same bank phrased anew (another seed), questions the SFT demos never showed
+        "rl_tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
+                         "--seed", "1", "--out", str(out / "rl_tasks.jsonl"), *common], out / "rl_tasks.log"),
         # SFT then GRPO, whatever the tutorial's YAML runs: both figures come from this one run
-        "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", "algorithm=[sft,grpo]", *common],
-                     out / "train.log"),
+        "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", "algorithm=[sft,grpo]", *common,
+                      f"task_reader.train={out / 'rl_tasks.jsonl'}"], out / "train.log"),
     }
     figures = {"calls": rows(out / "calls.jsonl"), "tasks": rows(out / "tasks.jsonl"), "demos": rows(out / "sft.jsonl"),
                "sft_val_success": val_success(sft_checkpoint(out / "run"), val_yaml, out / "eval_sft.log"),
