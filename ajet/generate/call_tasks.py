@@ -448,10 +448,10 @@ def template_question(cand: Candidate, tool_names: list[str], rng: random.Random
     """A templated question for `cand`: one of the forms users write (ajet.generate.natural) that passes
     the checks, else the plain form (phrasing.template_question), which always does."""
     mention, hidden = cand.mention(), cand.hidden()
-    forms = natural.questions(cand.steps, cand.path, cand.value, mention, cand.field, lex, rng)
-    good = [q for q in dict.fromkeys(forms) if phrasing.question_problem(q, mention, hidden, tool_names) is None]
-    if good:
-        return rng.choice(good)
+    found = natural.families(cand.steps, cand.path, cand.value, mention, cand.field, lex, rng)
+    question = natural.pick(found, lambda q: phrasing.question_problem(q, mention, hidden, tool_names) is None, rng)
+    if question is not None:
+        return question
     return phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), cand.field,
                                       mention, rng, cand.steps[0].get("description"))
 

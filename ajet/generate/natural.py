@@ -209,25 +209,27 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _ask_forms(noun: str, where: str, unit: str, count: bool, numeric: bool) -> list[str]:
-    """Sentence forms for 'the {noun} {where}' (where: the placed values, 'in Boston')."""
+def _ask_forms(noun: str, where: str, unit: str, count: bool, numeric: bool) -> dict[str, list[str]]:
+    """Sentence forms for 'the {noun} {where}' (where: the placed values, 'in Boston'), by family."""
     tail = f" {where}" if where else ""
-    forms = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Tell me the {noun}{tail}.",
-             f"Give me the {noun}{tail}.", f"I need the {noun}{tail}.", f"Can you look up the {noun}{tail}?",
-             f"I'd like to know the {noun}{tail}.", f"{_cap(noun)}{tail}, please.", f"{_cap(noun)}{tail}?"]
+    ask = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Can you look up the {noun}{tail}?"]
     if where:
-        forms.append(f"{_cap(where)}, what is the {noun}?")
+        ask.append(f"{_cap(where)}, what is the {noun}?")
     if numeric:
-        forms.append(f"How much is the {noun}{tail}?")
+        ask.append(f"How much is the {noun}{tail}?")
     if count:
-        forms += [f"How many {noun} are there{tail}?", f"How many {noun}{tail}?"]
+        ask += [f"How many {noun} are there{tail}?", f"How many {noun}{tail}?"]
+    families = {"ask": ask,
+                "request": [f"Tell me the {noun}{tail}.", f"Give me the {noun}{tail}.", f"I need the {noun}{tail}.",
+                            f"I'd like to know the {noun}{tail}."],
+                "terse": [f"{_cap(noun)}{tail}, please.", f"{_cap(noun)}{tail}?"]}
     if unit:
-        forms += [f"What is the {noun}{tail}, in {unit}?", f"What is the {noun}{tail} in {unit}?",
-                  f"Tell me the {noun}{tail} in {unit}."]
+        families["unit"] = [f"What is the {noun}{tail}, in {unit}?", f"What is the {noun}{tail} in {unit}?",
+                            f"Tell me the {noun}{tail} in {unit}."]
         if " per " in unit:  # 'per MMBtu' alone, as a chain that converts says 'per GJ': the unit word decides
-            forms += [f"How much is the {noun}{tail} per {unit.split(' per ')[-1]}?",
-                      f"What is the {noun}{tail} per {unit.split(' per ')[-1]}?"]
-    return forms
+            families["unit"] += [f"How much is the {noun}{tail} per {unit.split(' per ')[-1]}?",
+                                 f"What is the {noun}{tail} per {unit.split(' per ')[-1]}?"]
+    return families
 
 
 def _conversion_forms(conv: dict[str, str]) -> list[str]:
@@ -269,42 +271,75 @@ def _first_person(given: dict[str, Any], rng: random.Random) -> tuple[str, dict[
     return None
 
 
-def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
-              field: str, lex: dict[str, str], rng: random.Random) -> list[str]:
+# How often each family of forms is picked, relative to the others a question has. A unit and a
+# verb weigh more: a single value asked with its own unit ('per MMBtu') is what tells a chain that
+# converts ('per GJ') from one that does not, and a noun made from a verb is most often asked with
+# the verb; both were too rare at equal odds (ajet.generate.call_tasks.template_question).
+WEIGHTS = {"ask": 1.0, "request": 1.0, "terse": 0.5, "unit": 2.0, "verb": 2.0, "first_person": 1.0,
+           "possessive": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0}
+
+
+def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
+             field: str, lex: dict[str, str], rng: random.Random) -> dict[str, list[str]]:
     """Phrasings of the question that `steps` (one call or a chain) answer with `value` (at `path` of
-    the last result), giving the values in `given` (Candidate.mention). Not checked here."""
+    the last result), giving the values in `given` (Candidate.mention), by family (WEIGHTS). Not checked here."""
     last, first = steps[-1], steps[0]
     last_description = last.get("description") or ""
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
     conv = conversion_of(last["arguments"], last_description)
     if conv and len(steps) > 1 and conv["amount_arg"] in {link["argument"] for link in last.get("inputs_from") or []}:
-        return _converted_chain(steps, given, conv, lex, rng)
+        return {"converted": _converted_chain(steps, given, conv, lex, rng)}
     if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]):
-        return _conversion_forms(conv)
+        return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
     pair = pair_of(first["arguments"]) if len(steps) == 1 else None
-    forms: list[str] = []
+    found: dict[str, list[str]] = {}
+
+    def add(family: str, forms: list[str]) -> None:
+        found.setdefault(family, []).extend(forms)
+
     for noun in what.nouns:
         if pair and set(given) <= {n for n in first["arguments"]}:
             topic = _pair_topic(first.get("description") or "", pair[0])
-            forms += _pair_forms(noun, pair, what.unit, words(path[-1]) in _DIFFERENCE if path else False, topic)
+            add("pair", _pair_forms(noun, pair, what.unit, words(path[-1]) in _DIFFERENCE if path else False, topic))
             continue
         where = " ".join(_places(steps, given, rng))
-        forms += _ask_forms(noun, where, what.unit, what.count, numeric)
+        for family, forms in _ask_forms(noun, where, what.unit, what.count, numeric).items():
+            add(family, forms)
         free = [v for v in given.values() if isinstance(v, str) and not _ID.fullmatch(v)]
         if len(given) == 1 and len(free) == 1:  # one name or title: "What is Ana Ruiz's total fine?"
-            forms += [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
-            if what.count:
-                forms.append(f"How many {noun} does {free[0]} have?")
+            add("possessive", [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
+                + ([f"How many {noun} does {free[0]} have?"] if what.count else []))
         opening = _first_person(given, rng)
         if opening:
             lead, rest = opening
-            rest_where = " ".join(_places(steps, rest, rng))
-            forms += [f"{lead} {q}" for q in _ask_forms(noun, rest_where, "", what.count, numeric)[:4]]
-    forms += _verb_forms(what, last_description, given, steps, rng)
+            plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, numeric)
+            add("first_person", [f"{lead} {q}" for q in plain["ask"][:2] + plain["request"][:2]])
+    verbs = _verb_forms(what, last_description, given, steps, rng)
+    if verbs:
+        add("verb", verbs)
     if field and len(steps) > 1 and "of the" in field:  # which of a comparison's values a chain passed on
-        forms = [f for f in forms if field.split(" of the ")[-1].split()[0] in f] or forms
-    return forms
+        which = field.split(" of the ")[-1].split()[0]
+        found = {k: [f for f in v if which in f] or v for k, v in found.items()}
+    return found
+
+
+def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
+              field: str, lex: dict[str, str], rng: random.Random) -> list[str]:
+    """Every phrasing `families` gives, in one list."""
+    return [q for forms in families(steps, path, value, given, field, lex, rng).values() for q in forms]
+
+
+def pick(found: dict[str, list[str]], ok: Any, rng: random.Random) -> str | None:
+    """One phrasing that passes `ok`: a family drawn by WEIGHTS among those with such a phrasing, then
+    one of its phrasings; None when none passes."""
+    good = {family: [q for q in dict.fromkeys(forms) if ok(q)] for family, forms in found.items()}
+    good = {family: forms for family, forms in good.items() if forms}
+    if not good:
+        return None
+    names = sorted(good)
+    family = rng.choices(names, weights=[WEIGHTS.get(n, 1.0) for n in names])[0]
+    return rng.choice(good[family])
 
 
 # a noun made from a verb, and the verb back ('production' -> 'produce'): users ask with the verb
