@@ -12,6 +12,9 @@ keeps two rules in every prefix of its order:
 - a call goes on no more often than it stops: the chains that start with tool T (or with a
   shorter chain P that is itself a task) never outnumber the tasks that end there, so the question,
   not a prior, has to say whether a second call is needed; and chains stay within `chain_share`.
+  A lookup (a tool whose every answer is a string, an id or a name, and whose results feed another
+  tool) is the exception: users ask through it far more than for its ids, so up to LOOKUP_RATIO
+  chains go through it per task that stops there.
 
 A tool with few working calls (ten cities) would cap its chains low; each candidate can come back
 as up to `phrasings` tasks, each phrased anew, so it still gets its share.
@@ -25,6 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from ajet.generate import phrasing
+
+
+LOOKUP_RATIO = 3  # chains through a lookup per task that stops at it
 
 
 def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
@@ -56,6 +62,11 @@ def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, p
     queues = {tools: _queue(cands, rng, phrasings) for tools, cands in by_tools.items()}
     singles = sorted((k for k in queues if len(k) == 1), key=lambda k: rng.random())
     multis = sorted((k for k in queues if len(k) > 1), key=lambda k: rng.random())
+    # a tool whose results only name things (every answer a string: ids, names, labels) and feed another
+    # tool is a lookup: users ask through it far more often than for its ids (library: find_member
+    # answered 0 of 24 name questions first after SFT when its chains were held to its single tasks)
+    lookups = {k for k in singles if all(isinstance(c.value, str) for c in by_tools[k])
+               and any(m[0] == k[0] for m in multis)}
     exact: Counter = Counter()      # tasks per tool sequence
     extending: Counter = Counter()  # tasks that go on past a tool sequence
     picked: list[Any] = []
@@ -71,7 +82,8 @@ def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, p
             return False
         # every shorter sequence this chain passes through, when it is a task of its own, stops at
         # least as often as it goes on
-        return all(extending[key[:i]] + 1 <= exact[key[:i]] for i in range(1, len(key)) if key[:i] in queues)
+        return all(extending[key[:i]] + 1 <= exact[key[:i]] * (LOOKUP_RATIO if key[:i] in lookups else 1)
+                   for i in range(1, len(key)) if key[:i] in queues)
 
     while len(picked) < n:
         before = len(picked)
