@@ -18,8 +18,9 @@ read off the server, never written for one:
 - how it is asked: questions, requests, "I need ...", a first-person id ("My member id is M-2041."),
   a chain's conversion as a unit wanted ("... in USD per GJ?").
 
-`questions` returns the phrasings of one task; ajet.generate.call_tasks picks among those that pass
-`phrasing.question_problem` (every value given, none the user cannot know).
+`families` returns the phrasings of one task by family, `pick` draws one by the families' WEIGHTS
+among those that pass a check (ajet.generate.call_tasks: `phrasing.question_problem`, every value
+given and none the user cannot know).
 """
 
 from __future__ import annotations

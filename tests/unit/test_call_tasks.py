@@ -15,7 +15,8 @@ import pytest
 from ajet.config.loader import load_config
 from ajet.errors import GenerateError
 from ajet.generate import phrasing
-from ajet.generate.call_tasks import answer_paths, candidates, generate_call_tasks, other_sources
+from ajet.generate.call_tasks import generate_call_tasks
+from ajet.generate.candidates import answer_paths, candidates, other_sources
 from ajet.generate.schedule import schedule
 from ajet.generate.demos import generate_demos
 from ajet.generate.files import read_rows

@@ -14,7 +14,8 @@ import pytest
 
 from ajet.config.loader import load_config
 from ajet.generate import natural, phrasing
-from ajet.generate.call_tasks import candidates, generate_call_tasks, template_question
+from ajet.generate.call_tasks import generate_call_tasks, template_question
+from ajet.generate.candidates import candidates
 from ajet.generate.explore import explore_server
 from ajet.generate.files import read_rows
 from ajet.generate.schedule import LOOKUP_RATIO, schedule
