@@ -254,8 +254,10 @@ def _pair_forms(noun: str, pair: tuple[str, str, str], unit: str, is_difference:
              f"Between {first} and {second}, what is the {noun}?", f"Tell me the {noun} for {first} versus {second}."]
     if is_difference:
         about = f" {topic}" if topic else ""
-        forms += [f"By how much does{about} {first} exceed {second}?", f"How much higher is{about} {first} than {second}?",
-                  f"How much more is{about} {first} than {second}?", f"What is the difference between {first} and {second}?"]
+        # 'the gas price in Boston than in Dallas': the topic's preposition said again before the second
+        than = f"than {topic.split()[-1]} {second}" if topic else f"than {second}"
+        forms += [f"By how much does{about} {first} exceed {second}?", f"How much higher is{about} {first} {than}?",
+                  f"How much more is{about} {first} {than}?", f"What is the difference between {first} and {second}?"]
         if unit:
             forms.append(f"By how many {unit} does {first} exceed {second}?")
     return forms
