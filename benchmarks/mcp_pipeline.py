@@ -1,13 +1,14 @@
 """The no-human-data pipeline end to end, on two MCP servers, scored on hand-written val tasks it never sees.
 
 For each server: `ajet generate explore` → `ajet generate tasks --from-calls` → `ajet generate demos`
-→ `ajet --backbone=debug` (SFT on the built demonstrations, then GRPO on the generated tasks) →
+→ `ajet generate tasks --seed 1` (the same bank phrased anew, for GRPO) → `ajet --backbone=debug` (SFT
+on the built demonstrations, then GRPO on the tasks phrased anew) →
 `ajet eval` of the checkpoint at the end of SFT and of the final one, on the server's hand-written
 val set (energy: tutorial/example_tool_agent/val.jsonl, 38 tasks; library:
 tutorial/example_mcp_pipeline/library/val.jsonl, 40 tasks). Every stage is the installed CLI in a
 subprocess, as a user runs it; nothing hand-written reaches the pipeline.
 
-    python benchmarks/mcp_pipeline.py [--servers energy,library] [-n 200] [key=value ...]
+    python benchmarks/mcp_pipeline.py [--servers energy,library] [-n 180] [key=value ...]
 
 The key=value overrides go to every pipeline command (e.g. trainer.steps=2). Last line:
 `energy_val_success=<x> second_server_val_success=<y> pipeline_minutes=<m>` (the final models;
@@ -85,14 +86,19 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     conf = ["--conf", str(PIPELINE)]
-    common = [*server_overrides, f"task_reader.train={out / 'tasks.jsonl'}", f"sft.data={out / 'sft.jsonl'}",
+    # the run trains on the demos (SFT) and on rl_tasks.jsonl (GRPO), as the tutorial's YAML does
+    common = [*server_overrides, f"task_reader.train={out / 'rl_tasks.jsonl'}", f"sft.data={out / 'sft.jsonl'}",
               f"project=mcp-bench-{name}", *overrides]
     seconds = {
         "explore": run(["ajet", "generate", "explore", *conf, "--out", str(out / "calls.jsonl"), *common],
                        out / "explore.log"),
         "tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
                       "--out", str(out / "tasks.jsonl"), *common], out / "tasks.log"),
-        "demos": run(["ajet", "generate", "demos", *conf, "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
+        "demos": run(["ajet", "generate", "demos", *conf, "--tasks", str(out / "tasks.jsonl"),
+                      "--out", str(out / "sft.jsonl"), *common], out / "demos.log"),
+        # GRPO's tasks: the same bank phrased anew (another seed), questions the SFT demos never showed
+        "rl_tasks": run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
+                         "--seed", "1", "--out", str(out / "rl_tasks.jsonl"), *common], out / "rl_tasks.log"),
         # SFT then GRPO, whatever the tutorial's YAML runs: both figures come from this one run
         "train": run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", "algorithm=[sft,grpo]", *common],
                      out / "train.log"),
@@ -108,7 +114,8 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="energy,library")
-    parser.add_argument("-n", type=int, default=200, help="call-first tasks per server (default: %(default)s)")
+    parser.add_argument("-n", type=int, default=180, help="call-first tasks per server, for SFT and again (phrased "
+                        "anew) for GRPO (default: %(default)s)")
     args, overrides = parser.parse_known_args()
     root = REPO / "runs" / "mcp_pipeline_bench" / time.strftime("%Y%m%d-%H%M%S")
     print(f"cpu: {cpu()}; output under {root}", flush=True)

@@ -42,9 +42,13 @@ class GenerateTasksConfig(_Section):
     guidance: str | None = Field(None, description="Extra instruction for the question writer (domain, language, "
                                  "style), appended to its prompt.")
     # --from-calls (call-first tasks, ajet.generate.call_tasks)
-    chain_share: float = Field(0.4, ge=0, le=1, description="--from-calls: share of tasks that are chains of 2-3 "
-                               "calls (an earlier result feeds a later argument), when the bank has chains.")
+    chain_share: float = Field(0.4, ge=0, le=1, description="--from-calls: most share of tasks that are chains of "
+                               "2-3 calls (an earlier result feeds a later argument); fewer when a chain's first "
+                               "tool has too few single-call tasks (a call never goes on more often than it stops).")
     max_chain: int = Field(3, ge=1, le=5, description="--from-calls: most calls in one chain task.")
+    phrasings_per_call: int = Field(
+        2, ge=1, le=10, description="--from-calls: most tasks made from one call or chain, each phrased anew, so "
+        "that a tool with few working calls still gets its share of tasks (ajet.generate.schedule).")
     phrasing: Literal["writer", "template"] = Field(
         "writer", description="--from-calls: writer: the question writer phrases each question (checked, the "
         "template when it fails); template: templated questions only (no model needed for phrasing).")

@@ -58,7 +58,8 @@ def main(argv: list[str]) -> int:
     if kind == "tasks":
         parser = _parser("tasks", "Write realistic user questions that need the MCP server's tools.")
         parser.add_argument("-n", type=int, default=100, help="tasks wanted in --out (default: %(default)s)")
-        parser.add_argument("--seed", type=int, default=0, help="seed of the tool schedule (default: %(default)s)")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the tool schedule and, with --from-calls, "
+                            "of the question forms: another seed phrases the same calls anew (default: %(default)s)")
         parser.add_argument("--from-calls", metavar="JSONL", help="write call-first tasks with references from a call "
                             "bank (`ajet generate explore`) instead of questions from the tool list")
     else:

@@ -54,11 +54,17 @@ def show(value: Any) -> str:
     return str(value)
 
 
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
+                9: "nine", 10: "ten"}
+
+
 def mentions(value: Any, text: str) -> bool:
-    """Whether `text` names `value`: the number (any formatting) or the text, case-insensitively; a
-    boolean as the template writes it ('yes' / 'no')."""
+    """Whether `text` names `value`: the number (any formatting, or a small count as a word: 'two
+    weeks') or the text, case-insensitively; a boolean as the template writes it ('yes' / 'no')."""
     if isinstance(value, bool):
         return show(value) in text.casefold()
+    if isinstance(value, int) and value in NUMBER_WORDS and re.search(rf"(?<![\w-]){NUMBER_WORDS[value]}\b", text, re.IGNORECASE):
+        return True
     return states_value(text, value, 1e-9)
 
 

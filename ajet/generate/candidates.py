@@ -1,0 +1,287 @@
+"""What call-first tasks can be built from a call bank: single calls, and chains of 2-3 calls along
+the bank's links (an earlier result fed a later argument), each with one value of the last result.
+
+`candidates` turns the bank of `ajet generate explore` into `Candidate`s; ajet.generate.schedule
+picks and orders them and ajet.generate.call_tasks phrases each as a task. A chain's links are the
+ones exploration recorded, moved where a user would make them: off a wildcard search (`rebased`),
+onto another tool's call that returned the same value (`other_sources`), off one side of a pair
+(`unpaired`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ajet.generate import natural, phrasing
+from ajet.judge.function_call import values_match
+
+
+@dataclass
+class Candidate:
+    """Calls in order, and the path of the answer in the last call's result."""
+
+    steps: list[dict[str, Any]]
+    path: list[Any]
+    value: Any
+    variant: int = 0  # the same calls phrased again (ajet.generate.schedule): a task of its own
+
+    @property
+    def key(self) -> str:
+        ids = [s["id"] for s in self.steps]
+        return json.dumps([ids, self.path, self.variant] if self.variant else [ids, self.path])
+
+    @property
+    def field(self) -> str:
+        """What the question asks for: the answer's field, and for a chain whose first result holds
+        several values that fit the passed argument (price_a, price_b, cheaper_price), which of them."""
+        answer = phrasing.field_name(self.path)
+        if len(self.steps) < 2:
+            return answer
+        link = (self.steps[1].get("inputs_from") or [{}])[0]
+        if link and len(_fitting(answer_paths(self.steps[0]), link["argument"])) > 1:
+            return f"{answer} of the {phrasing.field_name(link['path'])}"
+        return answer
+
+    @property
+    def tools(self) -> list[str]:
+        return [s["tool"] for s in self.steps]
+
+    def mention(self) -> dict[str, Any]:
+        """The values the user gives: the first call's arguments, and later arguments no earlier call returned
+        or names (convert_price's from_unit MMBtu is read off get_gas_price's `price_usd_per_mmbtu`: a user
+        asks for Seattle's price per GJ, never "from MMBtu")."""
+        given: dict[str, Any] = {}
+        for i, step in enumerate(self.steps):
+            passed = {link["argument"] for link in step.get("inputs_from") or []} if i else set()
+            for name, value in step["arguments"].items():
+                if name in passed or (i and _read_off(value, self.steps[:i])):
+                    continue
+                # a later call's argument of the same name is said again ("then to unit GJ"), never dropped
+                given[name if name not in given else f"then {name}"] = value
+        # which record of a list the question is about: the loan a chain renews, the loan whose fine it
+        # asks ("renew Dune", not "renew a loan" when the member has three)
+        picks = [(step, (self.steps[i + 1].get("inputs_from") or [{}])[0].get("path"))
+                 for i, step in enumerate(self.steps[:-1])] + [(self.steps[-1], self.path)]
+        for step, path in picks:
+            label = item_label(parsed_result(step), path or [])
+            if label and not any(values_match(label[1], v) for v in given.values()):
+                given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
+        return given
+
+    def hidden(self) -> list[Any]:
+        """Values the user cannot know: the answer, and what a chain passes from one call to the next."""
+        values = [self.value]
+        for step in self.steps[1:]:
+            for link in step.get("inputs_from") or []:
+                values.append(step["arguments"].get(link["argument"]))
+        return [v for v in values if v is not None]
+
+
+def parsed_result(step: dict[str, Any]) -> Any:
+    result = step.get("result")
+    if isinstance(result, str):
+        try:
+            return json.loads(result)
+        except ValueError:
+            return result
+    return result
+
+
+def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
+    """The (key, text) naming the list record `path` runs through, when the list holds several: its
+    `title` or `name` ({"loans": [{"loan_id", "title": "Dune", ...}, ...]} -> ("title", "Dune"))."""
+    node = result
+    for i, step in enumerate(path):
+        if isinstance(node, list) and isinstance(step, int) and step < len(node):
+            item = node[step]
+            if len(node) > 1 and isinstance(item, dict) and (path[i + 1:i + 2] or [None])[0] not in ("title", "name"):
+                for key in ("title", "name"):
+                    text = item.get(key)
+                    if isinstance(text, str) and 0 < len(text) <= 60:
+                        return key, text
+            node = item
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return None
+    return None
+
+
+def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
+    """The values of a result a question can ask for: scalar leaves that are not an argument echoed
+    back, numbers first (they are what a judge can check exactly)."""
+    found: list[tuple[list[Any], Any]] = []
+
+    def walk(node: Any, path: list[Any], depth: int) -> None:
+        if isinstance(node, dict) and depth < 4:
+            for key, child in node.items():
+                walk(child, [*path, key], depth + 1)
+        elif isinstance(node, list) and depth < 4:
+            for i, child in enumerate(node[:max_items]):
+                walk(child, [*path, i], depth + 1)
+        elif isinstance(node, (int, float, str)) and not isinstance(node, bool):
+            if isinstance(node, str) and not (0 < len(node.strip()) <= 60):
+                return
+            if any(values_match(node, arg) for arg in step["arguments"].values()):
+                return  # the call's own input: asking for it is no question
+            found.append((path, node))
+
+    walk(parsed_result(step), [], 0)
+    return sorted(found, key=lambda pv: isinstance(pv[1], str))
+
+
+def _read_off(value: Any, earlier: list[dict[str, Any]]) -> bool:
+    """Whether a text argument can be read off earlier calls: a key of the result names it (mmbtu in
+    price_usd_per_mmbtu), a value is it ("unit": "MMBtu"), or the tool's description says it
+    ("difference in USD per MMBtu")."""
+    if not isinstance(value, str) or len(value.strip()) < 2:
+        return False
+    word = value.strip().casefold()
+
+    def holds(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any(word in _words(key) or holds(child) for key, child in node.items())
+        if isinstance(node, list):
+            return any(holds(child) for child in node)
+        return isinstance(node, str) and node.strip().casefold() == word
+
+    return any(holds(parsed_result(step)) or word in _words(step.get("description") or "") for step in earlier)
+
+
+def _words(key: Any) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", str(key).casefold()) if len(w) > 2}
+
+
+def _is_wildcard(row: dict[str, Any]) -> bool:
+    return any(origin == "wildcard" for origin in (row.get("origin") or {}).values())
+
+
+def _sources_of(row: dict[str, Any], link: dict[str, Any], bank: list[dict[str, Any]],
+                leaves: dict[str, list[tuple[list[Any], Any]]], skip_tools: set[str]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The calls (not of `skip_tools`, not wildcard searches) whose result holds the value `row` was passed
+    under a key naming the argument, each with its most descriptive such key (cheaper_price over price_a)."""
+    value = row["arguments"].get(link["argument"])
+    found = []
+    for other in bank:
+        if other["tool"] in skip_tools or _is_wildcard(other):
+            continue
+        paths = [path for path, leaf in _fitting(leaves[other["id"]], link["argument"]) if values_match(leaf, value)]
+        if paths:
+            found.append((other, max(paths, key=lambda p: len(_words(p[-1])))))
+    return found
+
+
+def rebased(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bank with each call fed by a wildcard search (find_member("a"), made to discover ids) fed
+    instead by a real call that returned the same value (find_member("Ana Ruiz")): exploration records
+    the first call a value came from, and no task is written through a wildcard, so without this the
+    ids it discovered would start no chain at all."""
+    by_id = {row["id"]: row for row in bank}
+    leaves = {row["id"]: answer_paths(row) for row in bank}
+    out = []
+    for row in bank:
+        links = row.get("inputs_from") or []
+        parent = by_id.get(links[0]["call"]) if len(links) == 1 else None
+        if parent is not None and _is_wildcard(parent):
+            sources = _sources_of(row, links[0], bank, leaves, {row["tool"]})
+            # the wildcard's own tool first: find_member("Ana Ruiz") is the search the user would make
+            sources.sort(key=lambda found: found[0]["tool"] != parent["tool"])
+            if sources:
+                other, path = sources[0]
+                row = {**row, "inputs_from": [{"argument": links[0]["argument"], "call": other["id"], "path": path}]}
+        out.append(row)
+    return out
+
+
+def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of the calls fed by one earlier result, fed instead by another tool's call that returned the
+    same value under a key naming the argument: exploration records the first call a value came from
+    (get_gas_price's price of Atlanta), while compare_prices' `cheaper_price` holds it too, so
+    "convert the cheaper of Atlanta and Chicago to therm" is a chain as real as "convert Atlanta's"."""
+    extra: list[dict[str, Any]] = []
+    by_id = {row["id"]: row for row in bank}
+    leaves = {row["id"]: answer_paths(row) for row in bank}  # each result walked once, not once per row
+    for row in bank:
+        links = row.get("inputs_from") or []
+        if len(links) != 1 or links[0]["call"] not in by_id:
+            continue
+        parent = by_id[links[0]["call"]]
+        for other, path in _sources_of(row, links[0], bank, leaves, {row["tool"], parent["tool"]}):
+            extra.append({**row, "id": f"{row['id']}~{other['id']}",
+                          "inputs_from": [{"argument": links[0]["argument"], "call": other["id"], "path": path}]})
+    return extra
+
+
+def unpaired(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bank with no call fed by one side of a pair: a comparison of city_a and city_b returns price_a,
+    and "compare Boston and Dallas, then convert Boston's price" is no question a user asks (Boston's
+    price alone is). Such a link moves to another key of the same result holding the same value
+    (`cheaper_price`, when Boston is the cheaper), else the call starts no chain (its link is cut)."""
+    by_id = {row["id"]: row for row in bank}
+    out = []
+    for row in bank:
+        links = row.get("inputs_from") or []
+        source = by_id.get(links[0]["call"]) if len(links) == 1 else None
+        key = links[0]["path"][-1] if source is not None and links[0]["path"] else None
+        side = re.fullmatch(r"(.+?)_?([ab12])", key) if isinstance(key, str) else None
+        if side and natural.pair_of(source["arguments"]) and any(
+                name.endswith(side.group(2)) for name in source["arguments"]):
+            value = row["arguments"].get(links[0]["argument"])
+            others = [path for path, leaf in _fitting(answer_paths(source), links[0]["argument"])
+                      if values_match(leaf, value) and path[-1] != key
+                      and not re.fullmatch(r".+?_?[ab12]", str(path[-1]))]
+            if "~" in row["id"] and not others:
+                continue  # a copy made only for this link: nothing left of it
+            row = {**row, "inputs_from": [{**links[0], "path": others[0]}] if others else []}
+        out.append(row)
+    return out
+
+
+def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
+    """The (path, value) leaves of a result whose key shares a word with `argument`."""
+    return [(path, v) for path, v in leaves if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
+
+
+def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
+    """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from
+    (the recorded source of a passed value, or another tool's call that returned it: `other_sources`).
+    A chain uses each tool once, and its answer must be new: a value the user gave or an earlier call
+    already returned makes the last call needless ("the member id of M-1648's loans")."""
+    bank = rebased(bank)
+    bank = unpaired([*bank, *other_sources(bank)])
+    by_id = {row["id"]: row for row in bank}
+    chains: list[list[dict[str, Any]]] = [[row] for row in bank if "~" not in row["id"]]
+    for row in bank:
+        links = row.get("inputs_from") or []
+        parents = {link["call"] for link in links}
+        if len(parents) != 1 or next(iter(parents)) not in by_id:
+            continue  # fed by two calls (or a call missing from the bank): not a simple chain
+        chain = [by_id[next(iter(parents))], row]
+        if chain[0]["tool"] == row["tool"]:
+            continue  # a tool fed its own output (convert, then convert again) is no question a user asks
+        while len(chain) < max_chain:
+            above = {link["call"] for link in chain[0].get("inputs_from") or []}
+            if len(above) != 1 or next(iter(above)) not in by_id:
+                break
+            if by_id[next(iter(above))]["tool"] in {step["tool"] for step in chain}:
+                break
+            chains.append(list(chain))
+            chain.insert(0, by_id[next(iter(above))])
+        chains.append(chain)
+    found = []
+    for chain in chains:
+        if any(_is_wildcard(step) for step in chain):
+            continue  # a one-letter search made to discover ids: no question a user asks
+        # an id the user gave, or the same field an earlier call returned; a number equal to another
+        # field's (holds 0, days overdue 0) is a coincidence, not a needless call
+        given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
+        returned = [(path[-1], leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
+        for path, value in answer_paths(chain[-1]):
+            if len(chain) > 1 and (any(values_match(value, v) for v in given)
+                                   or any(key == path[-1] and values_match(value, v) for key, v in returned)):
+                continue
+            found.append(Candidate(chain, path, value))
+    return found

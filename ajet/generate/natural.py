@@ -1,0 +1,430 @@
+"""User questions for call-first tasks in the forms users write, built only from what the server exposes.
+
+A form-like template ("For city a Boston, city b Dallas, what is the difference?") teaches a small
+model the form: trained on such questions, SmolLM2-135M sent "How much natural gas did Texas produce
+in 2022?" to the price tool and answered "Which is cheaper, Atlanta or Chicago?" with one city's
+price. Users name the thing they want in the server's own words ("natural gas price", "gas in
+storage"), place each value where it belongs ("in Boston", "of Texas in 2022", "Boston or
+Dallas", "2.5 therm to MWh", "for 2 weeks"), and ask in many sentence forms. Every piece here is
+read off the server, never written for one:
+
+- what is asked: the answer's key split into a noun and a unit (`price_usd_per_mmbtu` -> 'price',
+  'USD per MMBtu'), the unit spelled as the descriptions spell it, the noun with the description's
+  own modifiers ('natural gas price' from "Natural gas price in a city");
+- where a value goes: the description's placeholder for it ("in a city" -> 'in Boston', "of two
+  cities" -> 'Boston and Dallas'), else the argument's shape: a `from_X`/`to_X` pair is a conversion
+  ('2.5 therm to MWh'), an `X_a`/`X_b` pair a comparison ('Boston or Dallas'), an id is said with its
+  noun ('member M-2041'), a count named by a plural with it ('2 weeks');
+- how it is asked: questions, requests, "I need ...", a first-person id ("My member id is M-2041."),
+  a chain's conversion as a unit wanted ("... in USD per GJ?").
+
+`families` returns the phrasings of one task by family, `pick` draws one by the families' WEIGHTS
+among those that pass a check (ajet.generate.call_tasks: `phrasing.question_problem`, every value
+given and none the user cannot know).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ajet.generate.phrasing import NUMBER_WORDS, show, words
+
+_PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
+_ARTICLES = "a|an|the|one|some|each|any|two|both"
+_STOP = {"and", "or", "a", "an", "the", "of", "in", "for", "at", "to", "by", "with", "on", "from", "per"}
+_ID = re.compile(r"[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z0-9-]*")
+# words that open a description as a verb ("Search the catalog", "Compare gas prices"): never a modifier
+_VERBS = {"search", "find", "get", "list", "compare", "convert", "look", "show", "return", "returns", "fetch"}
+_DIFFERENCE = {"difference", "diff", "delta", "gap", "spread"}
+
+
+def lexicon(texts: list[str]) -> dict[str, str]:
+    """Lowercase word -> its spelling where the texts write it with capitals inside a sentence (usd ->
+    USD, mmbtu -> MMBtu, bcf -> Bcf): keys are lowercase (`price_usd_per_mmbtu`), questions are not."""
+    found: dict[str, str] = {}
+    for text in texts:
+        for sentence in re.split(r"[.:;!?\n]\s*", text or ""):
+            for i, word in enumerate(re.findall(r"[A-Za-z][A-Za-z0-9']*", sentence)):
+                if any(ch.isupper() for ch in word[1:]) or (i > 0 and word[0].isupper()):
+                    found.setdefault(word.casefold(), word)
+    return found
+
+
+@dataclass
+class Asked:
+    """What a question asks for: its noun phrases (plainest first), its unit, and whether it is a count."""
+
+    nouns: list[str]
+    unit: str
+    count: bool
+
+
+def _spell(word: str, lex: dict[str, str]) -> str:
+    return lex.get(word.casefold(), word)
+
+
+def _unit_index(tokens: list[str], lex: dict[str, str]) -> int:
+    """Where the unit part of a key's words starts (len(tokens) when it has none)."""
+    for i, token in enumerate(tokens):
+        if i == 0:
+            continue
+        spelled = lex.get(token)
+        if spelled and (sum(ch.isupper() for ch in spelled) >= 2 or (spelled[0].isupper() and len(spelled) <= 4)):
+            return i
+        if token == "per" and i + 1 < len(tokens):
+            return i
+        if i == len(tokens) - 1 and (len(token) == 1 or token == "percent"):
+            return i
+    return len(tokens)
+
+
+def _description_noun(head: str, description: str, lex: dict[str, str]) -> str | None:
+    """The head noun with the modifiers the description puts right before it ('price' -> 'natural gas
+    price' in "Natural gas price in a city"); None when it puts none ("Search the catalog by title")."""
+    for chunk in re.split(r"[,.:;()=]", description or ""):
+        found = re.search(rf"((?:[A-Za-z']+\s+){{1,3}}){re.escape(head)}\b", chunk, re.IGNORECASE)
+        if not found:
+            continue
+        before: list[str] = []
+        for word in reversed(found.group(1).split()):  # contiguous modifiers only: no article, preposition, verb
+            if word.casefold() in _STOP or word.casefold() in _VERBS or "'" in word:
+                break
+            before.insert(0, word)
+        if before:
+            return " ".join(lex.get(w.casefold(), w.lower()) for w in [*before, head])
+    return None
+
+
+def asked(path: list[Any], value: Any, description: str, arguments: dict[str, Any], lex: dict[str, str]) -> Asked:
+    """What a question for the value at `path` asks: `["price_usd_per_mmbtu"]` -> nouns ['price',
+    'natural gas price'], unit 'USD per MMBtu'; `["available", "Oakwood"]` -> 'available at Oakwood'
+    (or the description's 'copies available at Oakwood' when it says "copies available at each branch");
+    `["price_a"]` with argument city_a=Boston -> 'price of Boston'."""
+    keys = [p for p in path if isinstance(p, str)]
+    if not keys:
+        return Asked(["result"], "", False)
+    if len(path) >= 2 and isinstance(path[-2], str) and isinstance(path[-1], str):
+        parent, child = words(path[-2]), path[-1]
+        nouns = [f"{parent} at {child}"]
+        each = re.search(rf"((?:[A-Za-z]+\s+)?{re.escape(parent)}\s+(?:{_PREPOSITIONS})\s+)each\s+[A-Za-z]+",
+                         description or "", re.IGNORECASE)
+        if each:
+            nouns.append(f"{each.group(1).lower()}{child}")
+        return Asked(nouns, "", isinstance(value, int))
+    tokens = words(keys[-1]).split()
+    cut = _unit_index(tokens, lex)
+    head_tokens = tokens[:cut] or tokens
+    unit = " ".join(_spell(t, lex).upper() if len(t) == 1 else _spell(t, lex) for t in tokens[cut:])
+    suffix = re.fullmatch(r"(.+)_([a-z0-9])", keys[-1])
+    if suffix:  # price_a beside the argument city_a: the price of that argument's value
+        for name, given in arguments.items():
+            if name.endswith(f"_{suffix.group(2)}") and isinstance(given, str):
+                return Asked([f"{words(suffix.group(1))} of {given}"], unit, False)
+    head = " ".join(head_tokens)
+    nouns = [head]
+    richer = _description_noun(head, description, lex)
+    if richer and richer != head:
+        nouns.append(richer)
+    count = isinstance(value, int) and not isinstance(value, bool) and head.endswith("s") and not head.endswith("ss")
+    return Asked(nouns, unit, count)
+
+
+def _placeholder(name: str, description: str) -> re.Match | None:
+    """The description's phrase standing for argument `name`: 'in a city' for `city`, 'of a US state' for `state`."""
+    parts = words(name).split(" ")
+    noun = parts[-1] if len(parts[-1]) >= 3 else parts[0]
+    return re.search(rf"\b({_PREPOSITIONS})\s+(?:{_ARTICLES})\s+(?:[A-Za-z]+\s+)?{re.escape(noun)}(?:s|es)?\b",
+                     description or "", re.IGNORECASE)
+
+
+def _noun_of(name: str) -> str:
+    """`member_id` -> 'member', `loan_id` -> 'loan', `query` -> 'query'."""
+    parts = [p for p in words(name).split(" ") if p not in {"id", "ids", "key", "code", "no", "number"}]
+    return " ".join(parts) or words(name)
+
+
+def place(name: str, value: Any, description: str, rng: random.Random) -> str:
+    """Where one given value goes in a question: 'in Boston', 'member M-2041', 'for 2 weeks', 'for Dune'."""
+    shown = show(value)
+    spot = _placeholder(name, description)
+    if spot:
+        noun = words(name).split(" ")[-1]
+        if rng.random() < 0.15 and not isinstance(value, (int, float)):  # 'in the East region', 'of the Transco pipeline'
+            return f"{spot.group(1).lower()} the {shown} {noun}"
+        return f"{spot.group(1).lower()} {shown}"
+    if isinstance(value, str) and _ID.fullmatch(value):
+        noun = _noun_of(name)
+        return rng.choice([f"for {noun} {shown}", f"of {noun} {shown}", f"for {shown}", f"on {noun} {shown}"])
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        noun = words(name)
+        if noun.endswith("s") and not noun.endswith("ss") and " " not in noun:
+            # users write small counts as words too ('for two weeks'); phrasing.mentions reads them back
+            if isinstance(value, int) and value in NUMBER_WORDS and rng.random() < 0.4:
+                shown = NUMBER_WORDS[value]
+            return f"for {shown} {noun[:-1] if value == 1 else noun}"
+        if re.fullmatch(r"(19|20)\d\d", shown):
+            return f"in {shown}"
+        return f"with {noun} {shown}"
+    return rng.choice([f"for {shown}", f"for {shown}", f"of {shown}", f"on {shown}"])
+
+
+def pair_of(arguments: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The (stem, first, second) of a pair of arguments (`city_a`/`city_b`, `from_x`... no: `x1`/`x2`)."""
+    for name, first in arguments.items():
+        found = re.fullmatch(r"(.+?)_?(a|1)", name)
+        if not found:
+            continue
+        other = next((n for n in arguments if n != name and re.fullmatch(
+            rf"{re.escape(found.group(1))}_?{'b' if found.group(2) == 'a' else '2'}", n)), None)
+        if other is not None:
+            return found.group(1), show(first), show(arguments[other])
+    return None
+
+
+def conversion_of(arguments: dict[str, Any], description: str) -> dict[str, str] | None:
+    """A call with `from_X` and `to_X` arguments converts: its amount ('2.5'), what it is converted from
+    and to, each with the words the description puts before it ('USD per MMBtu' when it says "from USD
+    per from_unit")."""
+    source = next((n for n in arguments if n.startswith("from_")), None)
+    target = next((n for n in arguments if n == f"to_{source[5:]}"), None) if source else None
+    if target is None:
+        return None
+    amounts = [n for n, v in arguments.items() if n not in (source, target)
+               and isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def prefix(name: str) -> str:
+        found = re.search(rf"(?:from|to)\s+((?:[A-Za-z]+\s+){{1,3}}){re.escape(name)}\b", description or "")
+        return found.group(1) if found else ""
+
+    return {"amount": show(arguments[amounts[0]]) if len(amounts) == 1 else "",
+            "amount_arg": amounts[0] if len(amounts) == 1 else "",
+            "source": prefix(source) + show(arguments[source]), "source_arg": source,
+            "target": prefix(target) + show(arguments[target]), "target_arg": target,
+            "target_value": show(arguments[target])}
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _ask_forms(noun: str, where: str, unit: str, count: bool, numeric: bool) -> dict[str, list[str]]:
+    """Sentence forms for 'the {noun} {where}' (where: the placed values, 'in Boston'), by family."""
+    tail = f" {where}" if where else ""
+    ask = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Can you look up the {noun}{tail}?"]
+    if where:
+        ask.append(f"{_cap(where)}, what is the {noun}?")
+    if numeric:
+        ask.append(f"How much is the {noun}{tail}?")
+    if count:
+        ask += [f"How many {noun} are there{tail}?", f"How many {noun}{tail}?"]
+    families = {"ask": ask,
+                "request": [f"Tell me the {noun}{tail}.", f"Give me the {noun}{tail}.", f"I need the {noun}{tail}.",
+                            f"I'd like to know the {noun}{tail}."],
+                "terse": [f"{_cap(noun)}{tail}, please.", f"{_cap(noun)}{tail}?"]}
+    if unit:
+        families["unit"] = [f"What is the {noun}{tail}, in {unit}?", f"What is the {noun}{tail} in {unit}?",
+                            f"Tell me the {noun}{tail} in {unit}."]
+        if " per " in unit:  # 'per MMBtu' alone, as a chain that converts says 'per GJ': the unit word decides
+            families["unit"] += [f"How much is the {noun}{tail} per {unit.split(' per ')[-1]}?",
+                                 f"What is the {noun}{tail} per {unit.split(' per ')[-1]}?"]
+    return families
+
+
+def _conversion_forms(conv: dict[str, str]) -> list[str]:
+    amount, source, target = conv["amount"], conv["source"], conv["target"]
+    what = f"{amount} {source}"
+    forms = [f"Convert {what} to {target}.", f"What is {what} in {target}?", f"{_cap(what)} is how much in {target}?",
+             f"Express {what} in {target}.", f"I have {what}. What is that in {target}?",
+             f"Convert {what} into {target}, please."]
+    if source == conv["source_arg"] or " " not in source:  # a bare unit: 'how many MWh is 2.5 therm'
+        forms += [f"How many {target} is {what}?", f"How many {target} are in {what}?"]
+    return forms
+
+
+def _pair_forms(noun: str, pair: tuple[str, str, str], unit: str, is_difference: bool, topic: str) -> list[str]:
+    _, first, second = pair
+    if first in noun or second in noun:  # 'price of Boston' out of a comparison: no 'between' around it
+        return [f"Compare {first} and {second}: what is the {noun}?", f"{first} or {second}: what is the {noun}?",
+                f"Comparing {first} with {second}, what is the {noun}?"]
+    forms = [f"What is the {noun} between {first} and {second}?", f"{_cap(noun)} of {first} and {second}?",
+             f"Compare {first} and {second}: what is the {noun}?", f"{first} or {second}: what is the {noun}?",
+             f"Between {first} and {second}, what is the {noun}?", f"Tell me the {noun} for {first} versus {second}."]
+    if is_difference:
+        about = f" {topic}" if topic else ""
+        # 'the gas price in Boston than in Dallas': the topic's preposition said again before the second
+        than = f"than {topic.split()[-1]} {second}" if topic else f"than {second}"
+        forms += [f"By how much does{about} {first} exceed {second}?", f"How much higher is{about} {first} {than}?",
+                  f"How much more is{about} {first} {than}?", f"What is the difference between {first} and {second}?"]
+        if unit:
+            forms.append(f"By how many {unit} does {first} exceed {second}?")
+    return forms
+
+
+def _first_person(given: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]] | None:
+    """A first-person opening for an id the user holds ('My member id is M-2041.') and the values left."""
+    for name, value in given.items():
+        if isinstance(value, str) and _ID.fullmatch(value) and not name.startswith("then "):
+            lead = rng.choice([f"My {words(name)} is {value}.", f"{_cap(_noun_of(name))} {value} here."])
+            return lead, {k: v for k, v in given.items() if k != name}
+        if name == "name" and isinstance(value, str):
+            return rng.choice([f"I'm {value}.", f"This is {value}."]), {k: v for k, v in given.items() if k != name}
+    return None
+
+
+# How often each family of forms is picked, relative to the others a question has. A unit and a
+# verb weigh more: a single value asked with its own unit ('per MMBtu') is what tells a chain that
+# converts ('per GJ') from one that does not, and a noun made from a verb is most often asked with
+# the verb; both were too rare at equal odds (ajet.generate.call_tasks.template_question).
+WEIGHTS = {"ask": 1.0, "request": 1.0, "terse": 0.5, "unit": 2.0, "verb": 2.0, "first_person": 1.0,
+           "possessive": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0}
+
+
+def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
+             field: str, lex: dict[str, str], rng: random.Random) -> dict[str, list[str]]:
+    """Phrasings of the question that `steps` (one call or a chain) answer with `value` (at `path` of
+    the last result), giving the values in `given` (Candidate.mention), by family (WEIGHTS). Not checked here."""
+    last, first = steps[-1], steps[0]
+    last_description = last.get("description") or ""
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    conv = conversion_of(last["arguments"], last_description)
+    if conv and len(steps) > 1 and conv["amount_arg"] in {link["argument"] for link in last.get("inputs_from") or []}:
+        return {"converted": _converted_chain(steps, given, conv, lex, rng)}
+    if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]):
+        return {"conversion": _conversion_forms(conv)}
+    what = asked(path, value, last_description, last["arguments"], lex)
+    pair = pair_of(first["arguments"]) if len(steps) == 1 else None
+    found: dict[str, list[str]] = {}
+
+    def add(family: str, forms: list[str]) -> None:
+        found.setdefault(family, []).extend(forms)
+
+    for noun in what.nouns:
+        if pair and set(given) <= {n for n in first["arguments"]}:
+            topic = _pair_topic(first.get("description") or "", pair[0])
+            add("pair", _pair_forms(noun, pair, what.unit, words(path[-1]) in _DIFFERENCE if path else False, topic))
+            continue
+        where = " ".join(_places(steps, given, rng))
+        for family, forms in _ask_forms(noun, where, what.unit, what.count, numeric).items():
+            add(family, forms)
+        free = [v for v in given.values() if isinstance(v, str) and not _ID.fullmatch(v)]
+        if len(given) == 1 and len(free) == 1:  # one name or title: "What is Ana Ruiz's total fine?"
+            add("possessive", [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
+                + ([f"How many {noun} does {free[0]} have?"] if what.count else []))
+        opening = _first_person(given, rng)
+        if opening:
+            lead, rest = opening
+            plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, numeric)
+            add("first_person", [f"{lead} {q}" for q in plain["ask"][:2] + plain["request"][:2]])
+    verbs = _verb_forms(what, last_description, given, steps, rng)
+    if verbs:
+        add("verb", verbs)
+    if field and len(steps) > 1 and "of the" in field:  # which of a comparison's values a chain passed on
+        which = field.split(" of the ")[-1].split()[0]
+        found = {k: [f for f in v if which in f] or v for k, v in found.items()}
+    return found
+
+
+def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
+              field: str, lex: dict[str, str], rng: random.Random) -> list[str]:
+    """Every phrasing `families` gives, in one list."""
+    return [q for forms in families(steps, path, value, given, field, lex, rng).values() for q in forms]
+
+
+def pick(found: dict[str, list[str]], ok: Any, rng: random.Random) -> str | None:
+    """One phrasing that passes `ok`: a family drawn by WEIGHTS among those with such a phrasing, then
+    one of its phrasings; None when none passes."""
+    good = {family: [q for q in dict.fromkeys(forms) if ok(q)] for family, forms in found.items()}
+    good = {family: forms for family, forms in good.items() if forms}
+    if not good:
+        return None
+    names = sorted(good)
+    family = rng.choices(names, weights=[WEIGHTS.get(n, 1.0) for n in names])[0]
+    return rng.choice(good[family])
+
+
+# a noun made from a verb, and the verb back ('production' -> 'produce'): users ask with the verb
+_NOMINALS = (("uction", "uce"), ("umption", "ume"), ("ation", "ate"))
+
+
+def _verb_forms(what: Asked, description: str, given: dict[str, Any], steps: list[dict[str, Any]],
+                rng: random.Random) -> list[str]:
+    """'How much natural gas did Texas produce in 2021?' for the noun 'natural gas production' whose
+    description places one value after 'of' ("production of a US state"): that value is who does it."""
+    richer = what.nouns[-1].split(" ")
+    verb = next((richer[-1][:-len(end)] + repl for end, repl in _NOMINALS if richer[-1].endswith(end)), None)
+    if verb is None or len(richer) < 2:
+        return []
+    clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
+    agent = next((name for name in given if (_placeholder(name, clause) or [""])[0].lower().startswith("of ")), None)
+    if agent is None:
+        return []
+    stuff, who = " ".join(richer[:-1]), show(given[agent])
+    rest = " ".join(_places(steps, {k: v for k, v in given.items() if k != agent}, rng))
+    tail = f" {rest}" if rest else ""
+    past = verb + ("d" if verb.endswith("e") else "ed")
+    forms = [f"How much {stuff} did {who} {verb}{tail}?", f"How much {stuff} does {who} {verb}{tail}?",
+             f"How much {stuff} was {past} in {who}{tail}?"]
+    if what.unit:
+        forms.append(f"How much {stuff} did {who} {verb}{tail}, in {what.unit}?")
+    return forms
+
+
+def _pair_topic(description: str, stem: str) -> str:
+    """What a pair tool compares, as the description says it ('gas prices of two cities' -> 'the gas
+    price in'); '' when it does not say."""
+    noun = words(stem)
+    plural = re.escape(noun[:-1] if noun.endswith("y") else noun) + r"\w*"  # city -> cities
+    found = re.search(rf"([A-Za-z ]+?)\s+(?:of|for|in|between)\s+(?:two|both|a pair of)\s+{plural}",
+                      description, re.IGNORECASE)
+    if not found:
+        return ""
+    topic = found.group(1).split()
+    topic = [w for w in topic if w.lower() not in {"compare", "compares", "comparing", "the"}]
+    if not topic:
+        return ""
+    noun = " ".join(topic).lower()
+    return f"the {noun[:-1] if noun.endswith('s') and not noun.endswith('ss') else noun} in"
+
+
+def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Random) -> list[str]:
+    """Each given value placed with the description of the call that takes it."""
+    placed = []
+    for name, value in given.items():
+        bare = name.removeprefix("then ")
+        step = next((s for s in steps if bare in s["arguments"]), None)
+        description = (step or {}).get("description") or ""
+        clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
+        placed.append(place(bare, value, clause, rng))
+    return placed
+
+
+def _converted_chain(steps: list[dict[str, Any]], given: dict[str, Any], conv: dict[str, str],
+                     lex: dict[str, str], rng: random.Random) -> list[str]:
+    """A chain whose last call converts what the first returned: the first call's question with the
+    unit wanted ('What is the natural gas price in Seattle, in USD per GJ?')."""
+    first, last = steps[0], steps[-1]
+    link = next(link for link in last.get("inputs_from") or [] if link["argument"] == conv["amount_arg"])
+    passed = next((s for s in steps if s.get("id") == link["call"]), steps[-2])
+    what = asked(link["path"], None, passed.get("description") or "", passed["arguments"], lex)
+    rest = {k: v for k, v in given.items() if k.removeprefix("then ") != conv["target_arg"]}
+    pair = pair_of(passed["arguments"])
+    target, bare = conv["target"], conv["target_value"]
+    forms: list[str] = []
+    for noun in what.nouns:
+        if pair and set(rest) <= set(passed["arguments"]):
+            _, a, b = pair
+            where_forms = ([f"after comparing {a} and {b}"] if a in noun or b in noun
+                           else [f"between {a} and {b}", f"of {a} and {b}", f"for {a} or {b}"])
+        else:
+            where_forms = [" ".join(_places(steps[:-1], rest, rng))]
+        for where in where_forms:
+            tail = f" {where}" if where else ""
+            forms += [f"What is the {noun}{tail} in {target}?", f"What is the {noun}{tail}, in {target}?",
+                      f"Give me the {noun}{tail}, expressed in {target}.", f"Tell me the {noun}{tail} in {target}.",
+                      f"How much is the {noun}{tail} per {bare}?", f"What is the {noun}{tail} per {bare}?",
+                      f"Convert the {noun}{tail} to {target}.", f"I need the {noun}{tail} converted to {target}.",
+                      f"Take the {noun}{tail} and convert it to {target}."]
+    return forms

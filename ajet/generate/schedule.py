@@ -1,0 +1,104 @@
+"""Which call-first candidates become tasks, and in what order (ajet.generate.call_tasks).
+
+What a small model learns first from SFT data is its priors: which tool a question of a kind goes
+to, and whether a call is followed by another. On the energy server, 40 of the 55 tasks that
+started with the price tool went on to a conversion; the SFT model then converted after every
+price ("How much does gas cost in Boston per MMBtu?" got a second call to Mcf). So the schedule
+keeps two rules in every prefix of its order:
+
+- tools evenly: one task per single tool in turn, and within a tool its answer fields in turn (a
+  tool whose result has five numbers gets no more tasks than one with a single number), numbers
+  before strings (a judge checks numbers exactly);
+- a call goes on no more often than it stops: the chains that start with tool T (or with a
+  shorter chain P that is itself a task) never outnumber the tasks that end there, so the question,
+  not a prior, has to say whether a second call is needed; and chains stay within `chain_share`.
+  A lookup (a tool whose every answer is a string, an id or a name, and whose results feed another
+  tool) is the exception: users ask through it far more than for its ids, so up to LOOKUP_RATIO
+  chains go through it per task that stops there.
+
+A tool with few working calls (ten cities) would cap its chains low; each candidate can come back
+as up to `phrasings` tasks, each phrased anew, so it still gets its share.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import replace
+from typing import Any
+
+from ajet.generate import phrasing
+
+
+LOOKUP_RATIO = 3  # chains through a lookup per task that stops at it
+
+
+def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
+    """One tool sequence's candidates, fields in turn, numbers before strings, then again as the next
+    phrasing variant."""
+    fields: dict[str, list[Any]] = defaultdict(list)
+    for cand in cands:
+        fields[phrasing.field_name(cand.path)].append(cand)
+    for members in fields.values():
+        rng.shuffle(members)
+    names = list(fields)
+    rng.shuffle(names)
+    ordered: list[Any] = []
+    for tier in (False, True):  # numbers (every phrasing of them), then strings
+        lanes = [fields[f] for f in names if isinstance(fields[f][0].value, str) is tier]
+        once: list[Any] = []
+        for i in range(max((len(lane) for lane in lanes), default=0)):
+            once += [lane[i] for lane in lanes if i < len(lane)]
+        ordered += [replace(cand, variant=v) if v else cand for v in range(phrasings) for cand in once]
+    return ordered
+
+
+def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, phrasings: int = 1) -> list[Any]:
+    """Up to `n` candidates (`Candidate`s, each possibly repeated as another phrasing `variant`), in
+    rounds: every single tool once, then every chain its stop/continue balance allows."""
+    by_tools: dict[tuple, list[Any]] = defaultdict(list)
+    for cand in found:
+        by_tools[tuple(cand.tools)].append(cand)
+    queues = {tools: _queue(cands, rng, phrasings) for tools, cands in by_tools.items()}
+    singles = sorted((k for k in queues if len(k) == 1), key=lambda k: rng.random())
+    multis = sorted((k for k in queues if len(k) > 1), key=lambda k: rng.random())
+    # a tool whose results only name things (every answer a string: ids, names, labels) and feed another
+    # tool is a lookup: users ask through it far more often than for its ids (library: find_member
+    # answered 0 of 24 name questions first after SFT when its chains were held to its single tasks)
+    lookups = {k for k in singles if all(isinstance(c.value, str) for c in by_tools[k])
+               and any(m[0] == k[0] for m in multis)}
+    exact: Counter = Counter()      # tasks per tool sequence
+    extending: Counter = Counter()  # tasks that go on past a tool sequence
+    picked: list[Any] = []
+
+    def take(key: tuple) -> None:
+        picked.append(queues[key].pop(0))
+        exact[key] += 1
+        for i in range(1, len(key)):
+            extending[key[:i]] += 1
+
+    def may_continue(key: tuple) -> bool:
+        if sum(exact[k] for k in multis) + 1 > chain_share * (len(picked) + 1):
+            return False
+        # every shorter sequence this chain passes through, when it is a task of its own, stops at
+        # least as often as it goes on
+        return all(extending[key[:i]] + 1 <= exact[key[:i]] * (LOOKUP_RATIO if key[:i] in lookups else 1)
+                   for i in range(1, len(key)) if key[:i] in queues)
+
+    while len(picked) < n:
+        before = len(picked)
+        for key in singles:
+            if queues[key] and len(picked) < n:
+                take(key)
+        # chains that share a first tool compete for what its singles allow: the one with fewest tasks first
+        for key in sorted(multis, key=lambda k: exact[k]):
+            if queues[key] and len(picked) < n and may_continue(key):
+                take(key)
+        if len(picked) == before:  # the singles ran out: the chains left, as long as they last
+            rest = [k for k in multis if queues[k]]
+            if not rest:
+                break
+            for key in rest:
+                if queues[key] and len(picked) < n:
+                    take(key)
+    return picked
