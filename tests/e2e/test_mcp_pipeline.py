@@ -88,7 +88,7 @@ def ajet_serve(model: str, timeout: float = 300):
 def test_tutorial_pipeline_from_the_server_alone(tmp_path):
     """The tutorial's call-first commands as a user runs them, on the tiny model: explore -> tasks with
     references -> demonstrations built from the real results -> the same bank phrased anew for GRPO ->
-    SFT then GRPO -> eval on the held-out tasks with the decomposed judge -> export --merge -> serve.
+    SFT then GRPO (one override) -> eval on the held-out tasks with the decomposed judge -> export --merge -> serve.
     No teacher, no hand-written data."""
     calls, tasks, sft = tmp_path / "calls.jsonl", tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl"
     rl_tasks = tmp_path / "rl_tasks.jsonl"
@@ -111,11 +111,11 @@ def test_tutorial_pipeline_from_the_server_alone(tmp_path):
          "--out", str(rl_tasks), *common)
     again = read_rows(rl_tasks)
     assert len(again) == 20 and {r["query"] for r in again} != {r["query"] for r in rows}
-    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", *common)
+    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", "algorithm=[sft,grpo]", *common)
     checkpoints = sorted((tmp_path / "run" / "checkpoints").iterdir())
     assert checkpoints, "training wrote no checkpoint"
     stages = [json.loads(line)["stage"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert stages[-1] == "grpo" and "sft" in stages  # the tutorial's YAML runs both
+    assert stages[-1] == "grpo" and "sft" in stages  # the override the tutorial's README gives for GRPO
     ajet("eval", "--conf", str(PIPELINE), "--model", str(tmp_path / "run"), f"output_dir={tmp_path}/eval", *common)
     report = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert report["tasks"] == 2 and report["failed"] == 0  # scored by tool_reference, no judge error
@@ -149,7 +149,7 @@ def test_query_first_pipeline_with_a_scripted_teacher(tmp_path):
     common = ["model.path=tiny-random", f"task_reader.train={tasks}", f"sft.data={sft}", "sft.epochs=1",
               "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", "rollout.max_tokens_per_turn=24",
               "judge.type=grounded"]  # no references: the reference-free judge
-    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", *common)
+    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", "algorithm=[sft,grpo]", *common)
     assert sorted((tmp_path / "run" / "checkpoints").iterdir()), "training wrote no checkpoint"
 
 
