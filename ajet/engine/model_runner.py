@@ -111,7 +111,8 @@ class ModelRunner:
         if fold == "auto":
             layers = [layer for _, _, layer in lora_layers(self.model)]
             float32 = all(p.dtype == torch.float32 for layer in layers for p in layer.parameters())
-            fold = cast is None and float32 and lora_base_numel(self.model) * 4 <= FOLD_AUTO_BYTES
+            copies_bytes = 4 * sum(layer.get_base_layer().weight.numel() for layer in layers)
+            fold = cast is None and float32 and copies_bytes <= FOLD_AUTO_BYTES
         return StepWeights(self.model, cast, fold_lora=bool(fold))
 
     def modules_changed(self) -> None:
@@ -173,11 +174,6 @@ class ModelRunner:
             except TypeError:
                 self._logits_to_keep = False
         return self.model(**kwargs).logits[:, -1, :].float()
-
-
-def lora_base_numel(model: Any) -> int:
-    """Elements of the base weights under the model's LoRA layers (what folding copies)."""
-    return sum(layer.get_base_layer().weight.numel() for _, _, layer in lora_layers(model))
 
 
 def autocast_dtype_of(value: Any) -> Any:
