@@ -40,7 +40,8 @@ from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
 from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
                                           generic_values, hint_values, hinted_arguments, item_spec, leaves,
-                                          probe_value, schema_values, significant, tokens, value_key)
+                                          probe_value, schema_values, shared_paths, significant, tokens,
+                                          value_key)
 from ajet.generate.files import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
@@ -144,9 +145,13 @@ class Explorer:
             old = pool.get(key)
             if old is None or _RANK[value.origin] < _RANK[old.origin]:
                 pool[key] = value
+            elif value.shared and not old.shared and value.origin == old.origin:
+                # a list showed this value repeating (one author, two books): it names no one record
+                pool[key] = old if old.source is None else Value(old.value, old.origin, old.source, True)
 
     def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
-        values = sorted(self.pools[(tool.name, spec.name)].values(), key=lambda v: (_RANK[v.origin], self._own(tool.name, v)))
+        values = sorted(self.pools[(tool.name, spec.name)].values(),
+                        key=lambda v: (_RANK[v.origin], v.shared, self._own(tool.name, v)))
         if any(v.origin not in ("generic", "wildcard") for v in values):
             # 1, 2.5, 10, 100 only without a hint; a one-letter search always (a description's
             # "full or partial name" names no record)
@@ -163,16 +168,17 @@ class Explorer:
         """Feed the values of a kept result to every argument they fit (and to free-text arguments)."""
         self.call_tool[call_id] = tool_name
         found = leaves(result, tool_name)
+        shared = shared_paths(found)
         for tool in self.tools:
             about = significant(tokens(tool.name))
             for spec in tool.specs:
                 item = item_spec(spec)
                 if item is not None:  # customer_ids <- [a customer's id]
-                    fits = [Value([leaf.value], "graph", {"call": call_id, "path": leaf.path})
-                            for leaf in found if feeds(item, leaf)]
+                    fits = [Value([leaf.value], "graph", {"call": call_id, "path": leaf.path},
+                                  tuple(leaf.path) in shared) for leaf in found if feeds(item, leaf)]
                 else:
-                    fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path})
-                            for leaf in found if feeds(spec, leaf, about)]
+                    fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path},
+                                  tuple(leaf.path) in shared) for leaf in found if feeds(spec, leaf, about)]
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,11 +63,13 @@ _FORMATS = {"date": "2024-01-15", "date-time": "2024-01-15T12:00:00Z", "time": "
 @dataclass(frozen=True)
 class Value:
     """One candidate value of an argument; `source` is {"call", "path"} for a value an earlier result
-    returned (origin graph)."""
+    returned (origin graph); `shared` marks a value of a key that repeats across the records of its
+    list (an author of two books), so it names no one record."""
 
     value: Any
     origin: str
     source: dict[str, Any] | None = field(default=None, compare=False)
+    shared: bool = field(default=False, compare=False)
 
 
 def value_key(value: Any) -> str:
@@ -458,6 +461,23 @@ def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
     if isinstance(result, (dict, list)):
         walk(result, [], "", significant(tokens(tool)), 0)
     return out
+
+
+def shared_paths(found: list[Leaf]) -> set[tuple[Any, ...]]:
+    """The paths of leaves whose key repeats a value across the records of one list: in a search
+    result, `author` (two books by one author) is shared, `title` and `book_id` are not. A question
+    built on a shared value asks about several records at once, and a search for it teaches the model
+    that a person's name goes to the catalog; values that identify one record are tried first."""
+    by_key: dict[tuple[Any, ...], list[Leaf]] = defaultdict(list)
+    for leaf in found:
+        if any(isinstance(step, int) for step in leaf.path):
+            by_key[tuple("*" if isinstance(step, int) else step for step in leaf.path)].append(leaf)
+    shared: set[tuple[Any, ...]] = set()
+    for group in by_key.values():
+        texts = [value_key(leaf.value) for leaf in group]
+        if len(set(texts)) < len(texts):
+            shared.update(tuple(leaf.path) for leaf in group)
+    return shared
 
 
 def feeds(spec: ArgSpec, leaf: Leaf, tool_words: set[str] | None = None) -> bool:

@@ -19,12 +19,14 @@ from ajet.errors import GenerateError
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import (ArgSpec, Leaf, arg_specs, description_values, feeds, generic_values,
                                           hint_items, hint_values, hinted_arguments, item_spec, leaves,
-                                          probe_value, schema_values, text_mentions, tokens)
+                                          probe_value, schema_values, shared_paths, text_mentions,
+                                          tokens)
 from ajet.generate.files import read_rows
 
 REPO = Path(__file__).resolve().parents[2]
 ENERGY_YAML = REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
 SHOP = Path(__file__).resolve().parent / "mcp_servers" / "shop_server.py"
+LIBRARY = REPO / "tutorial" / "example_mcp_pipeline" / "library" / "library_server.py"
 CITIES = {"Houston", "Dallas", "Chicago", "Denver", "Atlanta", "Philadelphia", "New York", "Boston", "Seattle",
           "Los Angeles"}
 UNITS = {"MMBtu", "therm", "kWh", "MWh", "GJ", "Mcf"}
@@ -332,3 +334,23 @@ def test_an_error_is_about_the_argument_whose_probe_value_it_quotes():
         "city_a"]
     assert [s.name for s in hinted_arguments("unknown unit 'x'; units: kWh", {"unit": "x"}, specs, [])] == ["unit"]
     assert [s.name for s in hinted_arguments("bad unit; valid: kWh, GJ", {"unit": "y"}, specs, [])] == ["unit"]
+
+
+def test_a_key_that_repeats_across_a_lists_records_is_shared():
+    found = leaves({"books": [{"id": "B-1", "title": "Emma", "author": "Jane Austen"},
+                              {"id": "B-2", "title": "Persuasion", "author": "Jane Austen"}], "total": 2}, "search")
+    assert shared_paths(found) == {("books", 0, "author"), ("books", 1, "author")}
+    # One record says nothing about which keys repeat.
+    assert shared_paths(leaves({"books": [{"title": "Emma", "author": "Jane Austen"}]}, "search")) == set()
+
+
+async def test_library_searches_identifying_titles_before_shared_authors(tmp_path):
+    # An author's name is a person's name: searched as often as titles, it taught the model that a
+    # member's name goes to the catalog. Titles (one record each) are searched first, every one the
+    # wildcard searches found; authors (two books by Jane Austen) only after.
+    out = tmp_path / "calls.jsonl"
+    await explore_server(load_config(server_yaml(tmp_path, LIBRARY)), out)
+    searched = [k for k in read_rows(out) if k["tool"] == "search_books" and k["origin"] == {"query": "graph"}]
+    keys = [k["inputs_from"][0]["path"][-1] for k in searched]
+    assert keys.count("title") == 21 and "author" in keys
+    assert keys == sorted(keys, key=lambda k: k != "title")  # every title before the first author
