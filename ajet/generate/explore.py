@@ -30,7 +30,7 @@ import random
 import re
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +147,7 @@ class Explorer:
                 pool[key] = value
             elif value.shared and not old.shared and value.origin == old.origin:
                 # a list showed this value repeating (one author, two books): it names no one record
-                pool[key] = old if old.source is None else Value(old.value, old.origin, old.source, True)
+                pool[key] = replace(old, shared=True)
 
     def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
         values = sorted(self.pools[(tool.name, spec.name)].values(),
