@@ -13,7 +13,7 @@ subprocess, as a user runs it; nothing hand-written reaches the pipeline.
 The key=value overrides go to every pipeline command (e.g. trainer.steps=2). Last line:
 `energy_val_success=<x> second_server_val_success=<y> pipeline_minutes=<m> energy_sft_grpo=<a>
 second_server_sft_grpo=<b>`: the first two are the model the tutorial's YAML ships (SFT only: GRPO on
-the generated tasks has lowered val success on both servers), the last two the same run after GRPO,
+the generated tasks has not reliably raised val success), the last two the same run after GRPO,
 so what RL adds is measured every time; minutes: the slower server's generate + train time, GRPO
 included. Each server's line before it has all its figures.
 """
