@@ -169,16 +169,18 @@ class Explorer:
         self.call_tool[call_id] = tool_name
         found = leaves(result, tool_name)
         shared = shared_paths(found)
+
+        def graph_value(leaf: Any, value: Any) -> Value:
+            return Value(value, "graph", {"call": call_id, "path": leaf.path}, tuple(leaf.path) in shared)
+
         for tool in self.tools:
             about = significant(tokens(tool.name))
             for spec in tool.specs:
                 item = item_spec(spec)
                 if item is not None:  # customer_ids <- [a customer's id]
-                    fits = [Value([leaf.value], "graph", {"call": call_id, "path": leaf.path},
-                                  tuple(leaf.path) in shared) for leaf in found if feeds(item, leaf)]
+                    fits = [graph_value(leaf, [leaf.value]) for leaf in found if feeds(item, leaf)]
                 else:
-                    fits = [Value(leaf.value, "graph", {"call": call_id, "path": leaf.path},
-                                  tuple(leaf.path) in shared) for leaf in found if feeds(spec, leaf, about)]
+                    fits = [graph_value(leaf, leaf.value) for leaf in found if feeds(spec, leaf, about)]
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:
