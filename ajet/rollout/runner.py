@@ -2,7 +2,9 @@
 
 A failing episode (the workflow raised, cancelled itself, called sys.exit or timed out, after
 `retries` extra attempts) is counted with its error and written to episodes.jsonl; it never stops the
-batch (see `ajet.rollout.guard`). The timeout counts the workflow's own time: while the gateway is
+batch (see `ajet.rollout.guard`). Only when every episode of a batch failed with a ConfigError (the
+server file does not import, a workflow argument is wrong) does `run` raise it: a training run would
+otherwise go on for all its steps with nothing to learn from. The timeout counts the workflow's own time: while the gateway is
 answering any LLM call (rendering, queued for the engine, generating), the clocks are paused, so a
 slow or saturated engine never fails a healthy episode, and a hung one is caught once the model
 has nothing else to do. A judge that raises or returns something that is not a usable reward (not a
@@ -25,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ajet.config.schema import JudgeConfig, RolloutConfig, TrackerConfig
+from ajet.errors import ConfigError
 from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.inprocess import InProcessTransport
 from ajet.gateway.server import Gateway
@@ -110,6 +113,14 @@ class BatchResult:
             "workflow_metrics": workflow_metrics(eps),
         }
 
+    def config_failure(self) -> str | None:
+        """The error when every episode failed with a ConfigError (a server file that does not import,
+        a bad workflow argument): no retry or later step can fix it. Else None."""
+        errors = [e.error for e in self.episodes]
+        if not errors or not all(err and err.startswith("ConfigError:") for err in errors):
+            return None
+        return Counter(errors).most_common(1)[0][0]
+
 
 def workflow_metrics(episodes: list) -> dict[str, float]:
     """Each `WorkflowOutput.metrics` key averaged over the episodes that reported it (numbers only: a
@@ -188,7 +199,11 @@ class RolloutRunner:
         merge = MergeStats()
         for e in episodes:
             merge.add(e.merge)
-        return BatchResult(episodes, time.perf_counter() - started, merge)
+        batch = BatchResult(episodes, time.perf_counter() - started, merge)
+        failure = batch.config_failure()
+        if failure is not None:  # stop here: a training run would otherwise go on, step after empty step
+            raise ConfigError(f"all {len(episodes)} episodes of {label} failed (retries included) with {failure}")
+        return batch
 
     async def _run_group(self, task, settings, semaphore, progress, step) -> list[EpisodeResult]:
         group_id = task.task_id if step is None else f"{step}/{task.task_id}"

@@ -6,8 +6,10 @@ import asyncio
 import json
 
 import numpy as np
+import pytest
 
 from ajet import Judge, Reward, Task, Workflow, WorkflowOutput
+from ajet.errors import ConfigError
 from ajet.rollout.validation import eval_report, pass_at_k
 from ajet.rollout.episode import EpisodeWriter
 from ajet.rollout.runner import RolloutRunner, RolloutSettings
@@ -205,3 +207,34 @@ async def test_workflow_metrics_are_averaged_over_the_episodes_that_report_them(
                                  show_progress=False)
     # (1 + 3 + 2) / 3: the crashed episode has no output; 'timeouts' only from the one episode that said it
     assert batch.summary()["workflow_metrics"] == {"code_runs": 2.0, "timeouts": 1.0}
+
+
+class MisconfiguredAgent(Workflow):
+    """Fails as a workflow does when its configuration is wrong (ajet.workflows.mcp_client: a server
+    file that does not import), on every task or only on the one named 'bad'."""
+
+    def __init__(self, only_bad: bool = False):
+        super().__init__()
+        self.only_bad = only_bad
+
+    async def execute(self, task, tuner):
+        if not self.only_bad or task.query == "bad":
+            raise ConfigError("importing the MCP server file 'server.py' failed: ImportError: no fastmcp server")
+        return WorkflowOutput(answer="fine", reward=1.0)
+
+
+async def test_a_batch_where_every_episode_has_the_same_config_error_stops_with_it(tiny_tokenizer, tmp_path):
+    engine = scripted_engine(tiny_tokenizer, [])
+    writer = EpisodeWriter(tmp_path / "episodes.jsonl")
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        runner = RolloutRunner(gateway, url, MisconfiguredAgent(), LengthJudge(), writer=writer)
+        settings = RolloutSettings(group_size=2, retries=1, concurrency=2)
+        with pytest.raises(ConfigError, match=r"all 4 episodes of rollout 3 failed \(retries included\) with "
+                                              r"ConfigError: importing the MCP server file 'server.py' failed"):
+            await runner.run(tasks("a", "b"), settings, label="rollout 3", show_progress=False)
+        # one task whose episodes all fail among others that work: counted, as any failure
+        runner = RolloutRunner(gateway, url, MisconfiguredAgent(only_bad=True), LengthJudge(), writer=writer)
+        batch = await runner.run(tasks("a", "bad"), settings, show_progress=False)
+    writer.close()
+    assert batch.summary()["errors"] == {"ConfigError": 2} and batch.config_failure() is None
+    assert len((tmp_path / "episodes.jsonl").read_text().splitlines()) == 8  # the failed batch's episodes too
