@@ -16,7 +16,8 @@ read off the server, never written for one:
   ('2.5 therm to MWh'), an `X_a`/`X_b` pair a comparison ('Boston or Dallas'), an id is said with its
   noun ('member M-2041'), a count named by a plural with it ('2 weeks');
 - how it is asked: questions, requests, "I need ...", a first-person id ("My member id is M-2041."),
-  a chain's conversion as a unit wanted ("... in USD per GJ?").
+  a person named by a `name` argument ("Ana Ruiz wants to know the fine usd."), 'How much' only
+  for an amount and 'How many' for a count, a chain's conversion as a unit wanted ("... in USD per GJ?").
 
 `families` returns the phrasings of one task by family, `pick` draws one by the families' WEIGHTS
 among those that pass a check (ajet.generate.call_tasks: `phrasing.question_problem`, every value
@@ -210,13 +211,15 @@ def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _ask_forms(noun: str, where: str, unit: str, count: bool, numeric: bool) -> dict[str, list[str]]:
-    """Sentence forms for 'the {noun} {where}' (where: the placed values, 'in Boston'), by family."""
+def _ask_forms(noun: str, where: str, unit: str, count: bool, amount: bool) -> dict[str, list[str]]:
+    """Sentence forms for 'the {noun} {where}' (where: the placed values, 'in Boston'), by family.
+    `amount`: the value is an amount (a price, a volume), which users ask with 'How much'; a count
+    is asked with 'How many' (`count`), and a whole number without a unit with neither."""
     tail = f" {where}" if where else ""
     ask = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Can you look up the {noun}{tail}?"]
     if where:
         ask.append(f"{_cap(where)}, what is the {noun}?")
-    if numeric:
+    if amount:
         ask.append(f"How much is the {noun}{tail}?")
     if count:
         ask += [f"How many {noun} are there{tail}?", f"How many {noun}{tail}?"]
@@ -274,12 +277,22 @@ def _first_person(given: dict[str, Any], rng: random.Random) -> tuple[str, dict[
     return None
 
 
+def _person(given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The person a question names (the value of a `name` or `..._name` argument that has a first and
+    a last name: 'Ana Ruiz') and the values left."""
+    for name, value in given.items():
+        bare = name.removeprefix("then ")
+        if (bare == "name" or bare.endswith("_name")) and isinstance(value, str) and len(value.split()) >= 2:
+            return value, {k: v for k, v in given.items() if k != name}
+    return None
+
+
 # How often each family of forms is picked, relative to the others a question has. A unit and a
 # verb weigh more: a single value asked with its own unit ('per MMBtu') is what tells a chain that
 # converts ('per GJ') from one that does not, and a noun made from a verb is most often asked with
 # the verb; both were too rare at equal odds (ajet.generate.call_tasks.template_question).
 WEIGHTS = {"ask": 1.0, "request": 1.0, "terse": 0.5, "unit": 2.0, "verb": 2.0, "first_person": 1.0,
-           "possessive": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0}
+           "possessive": 1.0, "person": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0}
 
 
 def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
@@ -295,6 +308,8 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]):
         return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
+    # 'How much is the pages' taught the 135M model that 'How much ...' asks for a count of copies
+    amount = numeric and not what.count and (bool(what.unit) or not isinstance(value, int))
     pair = pair_of(first["arguments"]) if len(steps) == 1 else None
     found: dict[str, list[str]] = {}
 
@@ -307,16 +322,23 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
             add("pair", _pair_forms(noun, pair, what.unit, words(path[-1]) in _DIFFERENCE if path else False, topic))
             continue
         where = " ".join(_places(steps, given, rng))
-        for family, forms in _ask_forms(noun, where, what.unit, what.count, numeric).items():
+        for family, forms in _ask_forms(noun, where, what.unit, what.count, amount).items():
             add(family, forms)
         free = [v for v in given.values() if isinstance(v, str) and not _ID.fullmatch(v)]
         if len(given) == 1 and len(free) == 1:  # one name or title: "What is Ana Ruiz's total fine?"
             add("possessive", [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
                 + ([f"How many {noun} does {free[0]} have?"] if what.count else []))
+        person = _person(given)
+        if person:  # someone named, as users write about a member or customer: "Ana Ruiz wants to know ..."
+            who, rest = person
+            where_rest = " ".join(_places(steps, rest, rng))
+            tail = f" {where_rest}" if where_rest else ""
+            add("person", [f"{who} wants to know the {noun}{tail}.", f"{who} is asking for the {noun}{tail}.",
+                           f"What is {who}'s {noun}{tail}?", f"Can you check {who}'s {noun}{tail}?"])
         opening = _first_person(given, rng)
         if opening:
             lead, rest = opening
-            plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, numeric)
+            plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, amount)
             add("first_person", [f"{lead} {q}" for q in plain["ask"][:2] + plain["request"][:2]])
     verbs = _verb_forms(what, last_description, given, steps, rng)
     if verbs:

@@ -137,6 +137,19 @@ def test_library_questions_use_ids_names_counts_and_the_first_person(library):
     assert phrasing.mentions(2, "Renew it for two weeks.") and not phrasing.mentions(2, "twenty-two weeks")
 
 
+def test_how_much_asks_for_an_amount_how_many_for_a_count_and_a_named_person_is_someone(library):
+    found, names, lex = library
+    fee = _forms(found, lex, ("renew_quote",), ["total_usd"], weeks=2)
+    assert any(q.startswith("How much is the total") for q in fee)  # 2.75 USD: an amount
+    holds = _forms(found, lex, ("get_book",), ["holds"])
+    assert any(q.startswith("How many holds") for q in holds) and not any(q.startswith("How much") for q in holds)
+    overdue = _forms(found, lex, ("find_member", "get_loans"), ["loans", 0, "days_overdue"], name="Ana Ruiz")
+    assert not any(q.startswith("How much") for q in overdue)  # a whole number without a unit: neither
+    assert {"Ana Ruiz wants to know the days overdue for Dune.", "Ana Ruiz is asking for the days overdue for Dune."} & set(overdue)
+    titles = _forms(found, lex, ("search_books",), ["books", 0, "year"])
+    assert not any("wants to know" in q for q in titles)  # a title is no one
+
+
 @pytest.mark.parametrize("server", ["energy", "library"])
 def test_every_candidate_gets_a_question_that_passes_the_checks(server, request):
     found, names, lex = request.getfixturevalue(server)
