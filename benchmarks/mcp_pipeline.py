@@ -10,7 +10,9 @@ subprocess, as a user runs it; nothing hand-written reaches the pipeline.
 
     python benchmarks/mcp_pipeline.py [--servers energy,library] [-n 180] [key=value ...]
 
-The key=value overrides go to every pipeline command (e.g. trainer.steps=2). Last line:
+Tasks per server: energy 180 (SFT 3 epochs, the YAML's), library 360 with `sft.epochs=2` (180 x 3
+was unstable there: 7.5-35% over runs). The key=value overrides go to every pipeline command (e.g.
+trainer.steps=2) after the server's own. Last line:
 `energy_val_success=<x> second_server_val_success=<y> pipeline_minutes=<m> energy_sft_grpo=<a>
 second_server_sft_grpo=<b>`: the first two are the model the tutorial's YAML ships (SFT only: GRPO on
 the generated tasks has not reliably raised val success), the last two the same run after GRPO,
@@ -32,13 +34,15 @@ REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"
 LIBRARY = REPO / "tutorial" / "example_mcp_pipeline" / "library"
 SERVERS = {
-    # name: (overrides that point the pipeline at the server, the val config that scores it)
-    "energy": ([], REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"),
+    # name: (overrides that point the pipeline at the server, the val config that scores it, tasks)
+    "energy": ([], REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml", 180),
+    # 180 tasks x 3 epochs left the library model at 7.5-35% over runs; 360 x 2 at 47.5-50% (tutorial README)
     "library": ([f"workflow_args.server={LIBRARY / 'library_server.py'}",
                  # the val config's own system prompt: the agent is trained as it will be evaluated
                  'workflow_args.system_prompt="You are a library assistant. Answer the user\'s question by calling the '
-                 'tools; when you have the result, reply with one short sentence that states the number."'],
-                LIBRARY / "library.yaml"),
+                 'tools; when you have the result, reply with one short sentence that states the number."',
+                 "sft.epochs=2"],
+                LIBRARY / "library.yaml", 360),
 }
 
 
@@ -83,8 +87,9 @@ def sft_checkpoint(run_dir: Path) -> Path:
     return found
 
 
-def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
-    server_overrides, val_yaml = SERVERS[name]
+def pipeline(name: str, n: int | None, overrides: list[str], root: Path) -> dict:
+    server_overrides, val_yaml, default_n = SERVERS[name]
+    n = n or default_n
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     conf = ["--conf", str(PIPELINE)]
@@ -116,8 +121,8 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="energy,library")
-    parser.add_argument("-n", type=int, default=180, help="call-first tasks per server, for SFT and again (phrased "
-                        "anew) for GRPO (default: %(default)s)")
+    parser.add_argument("-n", type=int, default=None, help="call-first tasks per server, for SFT and again (phrased "
+                        "anew) for GRPO (default: energy 180, library 360)")
     args, overrides = parser.parse_known_args()
     root = REPO / "runs" / "mcp_pipeline_bench" / time.strftime("%Y%m%d-%H%M%S")
     print(f"cpu: {cpu()}; output under {root}", flush=True)
