@@ -4,10 +4,10 @@ A failing episode (the workflow raised, cancelled itself, called sys.exit or tim
 `retries` extra attempts) is counted with its error and written to episodes.jsonl; it never stops the
 batch (see `ajet.rollout.guard`). Only when every episode of a batch failed with a ConfigError (the
 server file does not import, a workflow argument is wrong) does `run` raise it: a training run would
-otherwise go on for all its steps with nothing to learn from. The timeout counts the workflow's own time: while the gateway is
-answering any LLM call (rendering, queued for the engine, generating), the clocks are paused, so a
-slow or saturated engine never fails a healthy episode, and a hung one is caught once the model
-has nothing else to do. A judge that raises or returns something that is not a usable reward (not a
+otherwise go on for all its steps with nothing to learn from. The timeout counts the workflow's own
+time: while the gateway is answering any LLM call (rendering, queued for the engine, generating), the
+clocks are paused, so a slow or saturated engine never fails a healthy episode, and a hung one is
+caught once the model has nothing else to do. A judge that raises or returns something that is not a usable reward (not a
 number, a bool or a string, NaN, inf, or beyond ±`ajet.judge.base.MAX_ABS_REWARD`) is counted too, and its episode gets
 no reward (and so no samples).
 """
