@@ -267,23 +267,25 @@ def _pair_forms(noun: str, pair: tuple[str, str, str], unit: str, is_difference:
 
 
 def _first_person(given: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]] | None:
-    """A first-person opening for an id the user holds ('My member id is M-2041.') and the values left."""
+    """A first-person opening for an id the user holds ('My member id is M-2041.') or for the person
+    named ('I'm Ana Ruiz.'), and the values left."""
     for name, value in given.items():
         if isinstance(value, str) and _ID.fullmatch(value) and not name.startswith("then "):
             lead = rng.choice([f"My {words(name)} is {value}.", f"{_cap(_noun_of(name))} {value} here."])
             return lead, {k: v for k, v in given.items() if k != name}
-        if name == "name" and isinstance(value, str):
-            return rng.choice([f"I'm {value}.", f"This is {value}."]), {k: v for k, v in given.items() if k != name}
+    person = _person(given)
+    if person:
+        who, rest = person
+        return rng.choice([f"I'm {who}.", f"This is {who}."]), rest
     return None
 
 
 def _person(given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The person a question names (the value of a `name` or `..._name` argument that has a first and
-    a last name: 'Ana Ruiz') and the values left."""
-    for name, value in given.items():
-        bare = name.removeprefix("then ")
-        if (bare == "name" or bare.endswith("_name")) and isinstance(value, str) and len(value.split()) >= 2:
-            return value, {k: v for k, v in given.items() if k != name}
+    """The person a question names, the value of a `name` argument ('Ana Ruiz'), and the values left.
+    Only `name` itself: a `city_name` or `pipeline_name` holds a place or a thing ('New York')."""
+    value = given.get("name")
+    if isinstance(value, str) and value.strip():
+        return value, {k: v for k, v in given.items() if k != "name"}
     return None
 
 

@@ -7,9 +7,9 @@ server file does not import, a workflow argument is wrong) does `run` raise it: 
 otherwise go on for all its steps with nothing to learn from. The timeout counts the workflow's own
 time: while the gateway is answering any LLM call (rendering, queued for the engine, generating), the
 clocks are paused, so a slow or saturated engine never fails a healthy episode, and a hung one is
-caught once the model has nothing else to do. A judge that raises or returns something that is not a usable reward (not a
-number, a bool or a string, NaN, inf, or beyond ±`ajet.judge.base.MAX_ABS_REWARD`) is counted too, and its episode gets
-no reward (and so no samples).
+caught once the model has nothing else to do. A judge that raises or returns something that is not a
+usable reward (not a number, a bool or a string, NaN, inf, or beyond
+±`ajet.judge.base.MAX_ABS_REWARD`) is counted too, and its episode gets no reward (and so no samples).
 """
 
 from __future__ import annotations
