@@ -12,7 +12,8 @@ slows all three alike:
 - plain: micro-batches packed by rows × longest row, every row run whole (no prefix sharing);
 - shared: the same micro-batches, the prefix all rows share run once (`token_logprobs`);
 - shared+packing: micro-batches packed counting the shared prefix once (`pack_micro_batches`),
-  so all rows of a step fit one micro-batch and the prefix runs once per step (the default).
+  so all rows of a step fit one micro-batch and the prefix runs once per step (the default, which
+  also runs it once per step when a smaller budget splits the step: `PrefixPass`).
 
 The three give the same loss and gradients (tests/unit/test_sft_prefix.py); only time differs.
 
@@ -51,23 +52,26 @@ from ajet.trainer.policy import load_policy
 from ajet.trainer.sft_data import load_sft_samples
 
 DATA = Path(__file__).resolve().parent.parent / "tutorial" / "example_tool_agent" / "sft.jsonl"
-MODES = {  # (shared_prefix counted once in packing, min_shared_prefix in token_logprobs)
-    "plain": (0, 0),
-    "shared": (0, 64),
-    "shared+packing": (64, 64),
+MODES = {  # (shared_prefix counted once in packing, min_shared_prefix in token_logprobs, prefix once per step)
+    "plain": (0, 0, False),
+    "shared": (0, 64, False),
+    "shared+packing": (64, 64, True),
 }
 
 
 def run_step(policy, optimizer, batch, cfg: TrainerConfig, mode: str) -> tuple[float, float, dict]:
-    pack_prefix, run_prefix = MODES[mode]
+    pack_prefix, run_prefix, once_per_step = MODES[mode]
+    saved = step_module.pack_micro_batches, step_module.token_logprobs, step_module._prefix_pass
     step_module.pack_micro_batches = functools.partial(pack_micro_batches, shared_prefix=pack_prefix)
     step_module.token_logprobs = functools.partial(token_logprobs, min_shared_prefix=run_prefix)
+    if not once_per_step:
+        step_module._prefix_pass = lambda *args: None
     try:
         start, cpu = time.perf_counter(), time.process_time()
         stats = step_module.train_step(policy, optimizer, None, batch, None, cfg, algo="sft")
         return time.perf_counter() - start, time.process_time() - cpu, stats
     finally:
-        step_module.pack_micro_batches, step_module.token_logprobs = pack_micro_batches, token_logprobs
+        step_module.pack_micro_batches, step_module.token_logprobs, step_module._prefix_pass = saved
 
 
 def step_flops(model: torch.nn.Module, batch: list, cfg: TrainerConfig, pad_id: int) -> float:

@@ -21,7 +21,9 @@ A prefix every row of a micro-batch shares (an agent's system prompt and tool sp
 prompt; at least `shared_prefix` tokens) runs once (`ajet.trainer.logprobs.token_logprobs`), so it
 is counted once: a micro-batch costs P + rows × (longest row − P) tokens for a shared prefix of P.
 Eight tool-agent SFT rows of ~620 tokens sharing 449 then fit one 4,096-token micro-batch instead
-of two, and the prefix runs once per step instead of twice.
+of two. When a mini-batch still takes several micro-batches, `train_step` runs the prefix all of
+them share once for the lot (`ajet.trainer.logprobs.PrefixPass`); packing does not count on that,
+so the budget stays an upper bound of what a micro-batch runs.
 """
 
 from __future__ import annotations

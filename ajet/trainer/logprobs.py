@@ -15,6 +15,7 @@ decoder's modules, so calling the inner decoder keeps them, and `disable_adapter
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,12 @@ def _decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module, float | N
     return decoder, head, softcap
 
 
+def _checkpointing(decoder: nn.Module) -> bool:
+    """Under gradient checkpointing transformers turns the KV cache off, and the recomputation in backward
+    would append to a shared cache a second time: every row then runs whole."""
+    return decoder.training and getattr(decoder, "gradient_checkpointing", False)
+
+
 def _targets(loss_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, cols) of positions whose token is trained; position 0 has no prediction."""
     wanted = loss_mask.bool().clone()  # (B, T)
@@ -56,9 +63,82 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) 
     return int(differs[0]) if differs.numel() else shortest
 
 
+class PrefixPass:
+    """The decoder's pass over a prefix every row of a mini-batch shares, run once for all its micro-batches.
+
+    `_hidden_states` runs a prefix the rows of one micro-batch share once per micro-batch; when a
+    token budget splits a step into several micro-batches (`trainer.micro_batch_tokens`), the system
+    prompt and tools would still run once per micro-batch. This pass runs them once per mini-batch:
+    micro-batches read its keys, values and hidden states through detached copies, so each
+    micro-batch's backward stops there and leaves its gradient on them, and `backward()` then sends
+    the summed gradient through the one pass. The parameters get the gradient of running the prefix
+    with every micro-batch (up to float summation order) at the cost of one pass. Call `backward()`
+    after the last micro-batch's backward and before the optimizer step.
+    """
+
+    def __init__(self, model: nn.Module, prefix_ids: torch.Tensor):
+        """model: the policy (a `*ForCausalLM`, peft-wrapped or not); prefix_ids: (P,) the shared tokens."""
+        self.decoder = _decoder_and_head(model)[0]
+        if _checkpointing(self.decoder):
+            raise ValueError("a PrefixPass cannot run under gradient checkpointing (transformers turns the KV cache off)")
+        out = self.decoder(input_ids=prefix_ids.unsqueeze(0), use_cache=True)  # (1, P)
+        self.length = int(prefix_ids.shape[0])
+        self._template = out.past_key_values
+        ran = [(layer.keys, layer.values) for layer in self._template.layers if layer.keys is not None]
+        self._outputs = [out.last_hidden_state] + [t for pair in ran for t in pair]  # the graph's ends
+        self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._outputs]
+
+    @classmethod
+    def shared_by(cls, model: nn.Module, input_ids: list[torch.Tensor], lengths: list[list[int]],
+                  min_shared_prefix: int = MIN_SHARED_PREFIX) -> PrefixPass | None:
+        """The pass over the prefix all rows of these micro-batches share, or None when it is shorter than
+        `min_shared_prefix` or the model runs under gradient checkpointing."""
+        shared = common_prefix_length(input_ids, lengths)
+        if shared < max(min_shared_prefix, 1) or _checkpointing(_decoder_and_head(model)[0]):
+            return None
+        return cls(model, input_ids[0][0, :shared])
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        """(1, P, H) last hidden states of the prefix."""
+        return self._leaves[0]
+
+    def cache(self) -> Any:
+        """A fresh one-row KV cache that holds the prefix; filling it leaves this pass's untouched."""
+        cache = copy.copy(self._template)
+        cache.layers = [copy.copy(layer) for layer in self._template.layers]
+        kv = iter(self._leaves[1:])
+        for layer in cache.layers:
+            if layer.keys is not None:
+                layer.keys, layer.values = next(kv), next(kv)
+        return cache
+
+    def backward(self) -> None:
+        """Backpropagate the gradients the micro-batches left on the prefix's outputs, then free the pass."""
+        ends = [(out, leaf.grad) for out, leaf in zip(self._outputs, self._leaves)
+                if out.requires_grad and leaf.grad is not None]
+        if ends:
+            torch.autograd.backward([out for out, _ in ends], [grad for _, grad in ends])
+        self._outputs, self._leaves, self._template = [], [], None
+
+
+def common_prefix_length(input_ids: list[torch.Tensor], lengths: list[list[int]]) -> int:
+    """Length of the prefix every row of several right-padded batches shares, leaving each row at least
+    one token of its own. input_ids: (B_i, T_i) each; lengths: the real length of each row."""
+    n = min(min(row) for row in lengths) - 1
+    first = input_ids[0][0]
+    for ids in input_ids:
+        if n <= 0:
+            return 0
+        same = (ids[:, :n] == first[:n]).all(dim=0)  # (n,): no padding before the shortest row's end
+        differs = (~same).nonzero()
+        n = int(differs[0]) if differs.numel() else n
+    return max(n, 0)
+
+
 def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                    min_shared_prefix: int, *, embeds: torch.Tensor | None = None,
-                   new_cache: Callable[[], Any] | None = None) -> torch.Tensor:
+                   new_cache: Callable[[], Any] | None = None, prefix: PrefixPass | None = None) -> torch.Tensor:
     """Last hidden states (B, T, H). When the rows share a prefix of at least `min_shared_prefix`
     tokens (the system prompt and tools of an agent; the prompt of a GRPO group), the prefix is run
     once and its KV cache broadcast to every row; gradients from all rows flow back into that one
@@ -66,33 +146,43 @@ def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: 
 
     embeds: (B, T, H) inputs in place of the ids' embeddings (the top of a split decoder, trunk.py); the ids
     still tell which prefix the rows share. new_cache: the KV cache the prefix pass fills (default: the
-    decoder's own)."""
-    # Under gradient checkpointing transformers turns the KV cache off, and the recomputation in
-    # backward would append to a shared cache a second time: every row then runs whole.
-    checkpointing = decoder.training and getattr(decoder, "gradient_checkpointing", False)
+    decoder's own). prefix: the pass over the first `prefix.length` tokens, which every row shares, run
+    once for the mini-batch (`PrefixPass`); only the rest runs here."""
+    checkpointing = _checkpointing(decoder)
+    if prefix is not None and (checkpointing or embeds is not None or prefix.decoder is not decoder):
+        raise ValueError("a PrefixPass serves only the decoder that ran it, whole and without checkpointing")
+    length = input_ids.shape[1]
+    start = prefix.length if prefix is not None else 0
     shared = shared_prefix_length(input_ids, attention_mask) if min_shared_prefix > 0 and not checkpointing else 0
+    # the rows' own common part beyond `start` runs once when it is worth a decoder call
+    split = shared if shared - start >= max(min_shared_prefix, 1) and shared < length else start
 
     def inputs(rows: slice, cols: slice) -> dict[str, torch.Tensor]:
         return {"inputs_embeds": embeds[rows, cols]} if embeds is not None else {"input_ids": input_ids[rows, cols]}
 
+    def positions(first: int, last: int, rows: int) -> torch.Tensor:
+        return torch.arange(first, last, device=input_ids.device).unsqueeze(0).expand(rows, -1)
+
     everything = slice(None)
-    if checkpointing or min_shared_prefix <= 0 or shared < min_shared_prefix or shared >= input_ids.shape[1]:
+    if split == 0:
         out = decoder(**inputs(everything, everything), attention_mask=attention_mask, use_cache=False)
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
     rows = input_ids.shape[0]
-    prefix = decoder(**inputs(slice(0, 1), slice(0, shared)), use_cache=True,
-                     past_key_values=new_cache() if new_cache else None)
-    cache = prefix.past_key_values
+    cache = prefix.cache() if prefix is not None else (new_cache() if new_cache else None)
+    heads = [prefix.hidden] if prefix is not None else []  # (1, ., H) each
+    if split > start:
+        common = decoder(**inputs(slice(0, 1), slice(start, split)), position_ids=positions(start, split, 1),
+                         past_key_values=cache, use_cache=True)
+        cache = common.past_key_values
+        heads.append(common.last_hidden_state)
     for layer in cache.layers:  # (1, heads, P, d) -> (B, heads, P, d), a view: no copy
         if layer.keys is None:  # a layer this (partial) decoder does not run
             continue
         layer.keys = layer.keys.expand(rows, -1, -1, -1)
         layer.values = layer.values.expand(rows, -1, -1, -1)
-    positions = torch.arange(shared, input_ids.shape[1], device=input_ids.device).unsqueeze(0).expand(rows, -1)
-    rest = decoder(**inputs(everything, slice(shared, None)), attention_mask=attention_mask, position_ids=positions,
-                   past_key_values=cache, use_cache=True)
-    head = prefix.last_hidden_state.expand(rows, -1, -1)  # (B, P, H)
-    return torch.cat([head, rest.last_hidden_state], dim=1)  # (B, T, H)
+    rest = decoder(**inputs(everything, slice(split, None)), attention_mask=attention_mask,
+                   position_ids=positions(split, length, rows), past_key_values=cache, use_cache=True)
+    return torch.cat([h.expand(rows, -1, -1) for h in heads] + [rest.last_hidden_state], dim=1)  # (B, T, H)
 
 
 def token_logprobs(
@@ -103,6 +193,7 @@ def token_logprobs(
     *,
     min_shared_prefix: int = MIN_SHARED_PREFIX,
     trunk: TrunkCache | None = None,
+    prefix: PrefixPass | None = None,
 ) -> torch.Tensor:
     """log p(input_ids[b, t] | input_ids[b, :t]) at trained positions, 0.0 elsewhere. (B, T) float32.
 
@@ -110,14 +201,17 @@ def token_logprobs(
     min_shared_prefix: run a prefix all rows share only once when it is at least this long (0: never).
     trunk: the frozen trunk's outputs of earlier passes (ajet.trainer.trunk), reused for rows seen before;
     the result is the same.
+    prefix: the mini-batch's shared prefix, already run (`PrefixPass`); not with `trunk`.
     """
     decoder, head, softcap = _decoder_and_head(model)
+    if trunk is not None and prefix is not None:
+        raise ValueError("token_logprobs takes a trunk cache or a prefix pass, not both")
     if trunk is not None and not trunk.checked:
         trunk.check(input_ids, attention_mask, min_shared_prefix, _hidden_states)
     if trunk is not None and trunk.usable and trunk.decoder is decoder:
         hidden = trunk.hidden_states(input_ids, attention_mask, min_shared_prefix, _hidden_states)  # (B, T, H)
     else:
-        hidden = _hidden_states(decoder, input_ids, attention_mask, min_shared_prefix)  # (B, T, H)
+        hidden = _hidden_states(decoder, input_ids, attention_mask, min_shared_prefix, prefix=prefix)  # (B, T, H)
     rows, cols = _targets(loss_mask)  # (N,), (N,)
     h = hidden[rows, cols - 1]  # (N, H): the state at t-1 predicts the token at t
     logits = head(h).float()  # (N, V), float32 for a stable log-softmax under bf16

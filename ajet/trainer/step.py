@@ -1,8 +1,9 @@
 """One RL (or SFT) step of the debug trainer: samples in, `trainer.updates_per_step` optimizer updates out.
 
     samples ──split──▶ updates_per_step mini-batches ──pack──▶ token-budget micro-batches
+    each mini-batch:  the prefix all its rows share, run once (PrefixPass, when > 1 micro-batch)
     each micro-batch: forward (logits only at trained positions) → loss / normalizer → backward
-    each mini-batch:  clip grad norm → optimizer.step()
+    each mini-batch:  backward through the prefix pass → clip grad norm → optimizer.step()
     each call:        scheduler.step()
 
 Gradient accumulation is exact: every micro-batch divides its summed loss by the token (or row)
@@ -32,7 +33,7 @@ from ajet.algorithm.losses import grpo_loss, sft_loss
 from ajet.config.schema import GrpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
-from ajet.trainer.logprobs import token_logprobs
+from ajet.trainer.logprobs import PrefixPass, token_logprobs
 from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
 from ajet.trainer.trunk import TrunkCache
@@ -132,10 +133,14 @@ def train_step(
             _count_plan(stats, plan, idx)
             if not plan.micro_batches:
                 continue  # nothing trainable in this mini-batch: no update
+            micro_batches = [mb.to(policy.device) for mb in plan.micro_batches]
+            prefix = _prefix_pass(policy, micro_batches, autocast_dtype) if trunk is None else None
             loss = 0.0
-            for mb in plan.micro_batches:
-                loss += _micro_step(policy, mb.to(policy.device), plan, algo, grpo, autocast_dtype, stats,
-                                    measure_gap=measure_gap_first and update == 0, trunk=trunk)
+            for mb in micro_batches:
+                loss += _micro_step(policy, mb, plan, algo, grpo, autocast_dtype, stats,
+                                    measure_gap=measure_gap_first and update == 0, trunk=trunk, prefix=prefix)
+            if prefix is not None:
+                prefix.backward()
             norm, applied = apply_update(optimizer, params, cfg.grad_clip, loss)
             stats.losses.append(loss)
             stats.grad_norms.append(norm)
@@ -154,6 +159,7 @@ def _micro_step(
     stats: _Stats,
     measure_gap: bool,
     trunk: TrunkCache | None = None,
+    prefix: PrefixPass | None = None,
 ) -> float:
     """Forward + backward of one micro-batch; returns its share of the mini-batch loss."""
     ref = None
@@ -161,7 +167,8 @@ def _micro_step(
         with torch.no_grad(), policy.autocast(autocast_dtype), policy.base_model_context() as base:
             ref = token_logprobs(base, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
     with policy.autocast(autocast_dtype):
-        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, trunk=trunk)  # (B, T)
+        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, trunk=trunk,
+                                  prefix=prefix)  # (B, T)
     if algo == "sft":
         loss = sft_loss(logprobs, mb.loss_mask, normalizer=plan.trained_tokens)
         loss_stats = {"tokens": float(mb.loss_mask.sum())}
@@ -181,6 +188,15 @@ def _micro_step(
     stats.input_tokens += mb.num_tokens
     stats.padded_tokens += mb.padded_tokens
     return float(loss.detach())
+
+
+def _prefix_pass(policy: Policy, micro_batches: list[MicroBatch], autocast_dtype: torch.dtype | None) -> PrefixPass | None:
+    """The prefix every row of a mini-batch shares (an agent's system prompt and tools), run once for all
+    its micro-batches; None when there is one micro-batch (it shares its prefix itself) or no such prefix."""
+    if len(micro_batches) < 2:
+        return None
+    with policy.autocast(autocast_dtype):
+        return PrefixPass.shared_by(policy.model, [mb.input_ids for mb in micro_batches], [mb.lengths for mb in micro_batches])
 
 
 @torch.no_grad()
