@@ -80,7 +80,8 @@ class PrefixPass:
         """model: the policy (a `*ForCausalLM`, peft-wrapped or not); prefix_ids: (P,) the shared tokens."""
         self.decoder = _decoder_and_head(model)[0]
         if _checkpointing(self.decoder):
-            raise ValueError("a PrefixPass cannot run under gradient checkpointing (transformers turns the KV cache off)")
+            raise ValueError("a PrefixPass cannot run under gradient checkpointing "
+                             "(transformers turns the KV cache off)")
         out = self.decoder(input_ids=prefix_ids.unsqueeze(0), use_cache=True)  # (1, P)
         self.length = int(prefix_ids.shape[0])
         self._template = out.past_key_values

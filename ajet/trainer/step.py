@@ -190,13 +190,15 @@ def _micro_step(
     return float(loss.detach())
 
 
-def _prefix_pass(policy: Policy, micro_batches: list[MicroBatch], autocast_dtype: torch.dtype | None) -> PrefixPass | None:
+def _prefix_pass(policy: Policy, micro_batches: list[MicroBatch],
+                 autocast_dtype: torch.dtype | None) -> PrefixPass | None:
     """The prefix every row of a mini-batch shares (an agent's system prompt and tools), run once for all
     its micro-batches; None when there is one micro-batch (it shares its prefix itself) or no such prefix."""
     if len(micro_batches) < 2:
         return None
     with policy.autocast(autocast_dtype):
-        return PrefixPass.shared_by(policy.model, [mb.input_ids for mb in micro_batches], [mb.lengths for mb in micro_batches])
+        return PrefixPass.shared_by(policy.model, [mb.input_ids for mb in micro_batches],
+                                    [mb.lengths for mb in micro_batches])
 
 
 @torch.no_grad()
