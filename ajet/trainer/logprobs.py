@@ -58,9 +58,15 @@ def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) 
     if input_ids.shape[0] < 2:
         return 0
     shortest = int(attention_mask.sum(dim=1).min())
-    same = (input_ids[:, :shortest] == input_ids[:1, :shortest]).all(dim=0)  # (shortest,)
+    return _agreeing_prefix(input_ids, input_ids[0], shortest)
+
+
+def _agreeing_prefix(input_ids: torch.Tensor, reference: torch.Tensor, n: int) -> int:
+    """How many of the first n tokens every row of input_ids (B, T) shares with `reference` (T',).
+    n must not reach into any row's padding."""
+    same = (input_ids[:, :n] == reference[:n]).all(dim=0)  # (n,)
     differs = (~same).nonzero()
-    return int(differs[0]) if differs.numel() else shortest
+    return int(differs[0]) if differs.numel() else n
 
 
 class PrefixPass:
@@ -126,15 +132,12 @@ class PrefixPass:
 def common_prefix_length(input_ids: list[torch.Tensor], lengths: list[list[int]]) -> int:
     """Length of the prefix every row of several right-padded batches shares, leaving each row at least
     one token of its own. input_ids: (B_i, T_i) each; lengths: the real length of each row."""
-    n = min(min(row) for row in lengths) - 1
-    first = input_ids[0][0]
+    n = min(min(row) for row in lengths) - 1  # no padding before the shortest row's end
     for ids in input_ids:
         if n <= 0:
             return 0
-        same = (ids[:, :n] == first[:n]).all(dim=0)  # (n,): no padding before the shortest row's end
-        differs = (~same).nonzero()
-        n = int(differs[0]) if differs.numel() else n
-    return max(n, 0)
+        n = _agreeing_prefix(ids, input_ids[0][0], n)
+    return n
 
 
 def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
