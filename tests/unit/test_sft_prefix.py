@@ -14,7 +14,8 @@ from ajet.config.schema import LoraConfig, ModelConfig, TrainerConfig
 from ajet.render import ChatRenderer
 from ajet.samples import Sample
 from ajet.trainer.batching import pack_micro_batches
-from ajet.trainer.logprobs import PrefixPass, common_prefix_length, full_token_logprobs, shared_prefix_length, token_logprobs
+from ajet.trainer.logprobs import (PrefixPass, common_prefix_length, full_token_logprobs, shared_prefix_length,
+                                  token_logprobs)
 from ajet.trainer.policy import load_policy
 from ajet.trainer.sft_data import load_sft_samples
 
