@@ -13,7 +13,8 @@ and ATen limited to AVX2 kernels through their environment variables. It gives t
 path on a newer CPU; clock, cache and memory bandwidth stay this machine's, so it estimates, not
 replaces, a run on a real AVX2 machine. The last line then says `cpu=avx2-emulated`.
 Last line: `quickstart_minutes=<m> val_success=<x> cpu=<amx|avx512|avx2|other>`, where the minutes
-are the training command's wall time (what the README's quickstart waits for).
+are the training command's wall time (what the README's quickstart waits for); ` gpu=<name>` follows
+when torch sees a GPU, which then runs both commands (`model.device: auto`).
 """
 
 from __future__ import annotations
@@ -88,7 +89,14 @@ def main(args: list[str]) -> None:
     eval_s = time.time() - eval_started
     report = json.loads((out / "eval" / "eval.json").read_text())
     print(f"training {train_s / 60:.1f} min, peak RSS {train_rss_gb:.1f} GB · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
-    print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} cpu={cpu}")
+    print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} cpu={cpu}{gpu_label()}")
+
+
+def gpu_label() -> str:
+    """' gpu=<name>' when torch sees a GPU (the commands above then ran on it), else ''."""
+    import torch
+
+    return f" gpu={torch.cuda.get_device_name(0).replace(' ', '_')}" if torch.cuda.is_available() else ""
 
 
 if __name__ == "__main__":

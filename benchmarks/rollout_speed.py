@@ -17,9 +17,10 @@ prompts), all running at once.
   produced for that turn (generate computes every row of a batch until the last one ends, so this
   is its cost for the same lengths).
 
-Both run at the precision `model.autocast` gives on this machine (`--autocast`).
+Both run at the precision `model.autocast` gives on this machine (`--autocast`), on `--device` (auto: the
+GPU when torch sees one, in the weights dtype training would use there, bf16 on a recent GPU).
 
-    python benchmarks/rollout_speed.py [--model smollm2-135m-instruct] [--tasks 4] [--group 4]
+    python benchmarks/rollout_speed.py [--model smollm2-135m-instruct] [--tasks 4] [--group 4] [--device auto]
 Last line: `ajet_over_hf_generate=<seconds of model.generate / seconds of ajet>`.
 """
 
@@ -37,7 +38,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ajet.engine.base import SamplingParams
 from ajet.engine.hf import HFEngine
-from ajet.models import resolve_autocast, resolve_model_path
+from ajet.models import resolve_autocast, resolve_device, resolve_dtype, resolve_model_path
 from ajet.render import ChatRenderer
 
 DATA = Path(__file__).resolve().parent.parent / "tutorial" / "example_tool_agent" / "sft.jsonl"
@@ -82,7 +83,7 @@ async def run_ajet(engine: HFEngine, work, group: int, eos: int) -> list[list[tu
     return list(await asyncio.gather(*jobs))
 
 
-def run_generate(model, tokenizer, calls: list[list[tuple[list[int], int]]], autocast) -> int:
+def run_generate(model, tokenizer, calls: list[list[tuple[list[int], int]]], autocast, device) -> int:
     """Turn by turn, one batch of every episode's k-th call; return the tokens generated."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     generated = 0
@@ -96,7 +97,7 @@ def run_generate(model, tokenizer, calls: list[list[tuple[list[int], int]]], aut
             mask[i, longest - len(prompt):] = 1
         new = max(n for _, n in rows)
         with torch.inference_mode(), autocast:
-            out = model.generate(ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+            out = model.generate(ids.to(device), attention_mask=mask.to(device), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                                  max_new_tokens=new, min_new_tokens=new, pad_token_id=pad)
         generated += (out.shape[1] - longest) * len(rows)
     return generated
@@ -109,24 +110,29 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="episodes per task (GRPO group)")
     parser.add_argument("--autocast", choices=["auto", "off", "bfloat16"], default="auto",
                         help="model.autocast for both sides (auto: what training would use here)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="auto: the GPU when torch sees one (model.device)")
     args = parser.parse_args()
+    device = resolve_device(args.device)
+    weights = resolve_dtype("auto", device)
 
     path = resolve_model_path(args.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    resolved = resolve_autocast(args.autocast, torch.device("cpu"), torch.float32,
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=weights).to(device).eval()
+    resolved = resolve_autocast(args.autocast, device, weights,
                                 sum(p.numel() for p in model.parameters()))
     dtype = torch.bfloat16 if resolved else None
-    autocast = torch.autocast("cpu", dtype=dtype) if dtype else nullcontext()
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()
     work = episodes(ChatRenderer(tokenizer), args.tasks)
-    print(f"model {args.model} · autocast {resolved or 'off'} · threads {torch.get_num_threads()}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    print(f"model {args.model} · {where} · weights {str(weights).removeprefix('torch.')} · autocast {resolved or 'off'}")
     print(f"{len(work)} tasks x {args.group} episodes, {sum(len(r) for _, r, _ in work) * args.group} LLM calls "
           f"(first prompt {len(work[0][0])} tokens)")
 
     warm = HFEngine(model, tokenizer, prefix_cache_mb=0, autocast_dtype=dtype)
     asyncio.run(warm.generate(work[0][0][:64], SamplingParams(max_tokens=4)))  # first-call costs out of the timing
     with torch.inference_mode(), autocast:
-        model.generate(torch.tensor([work[0][0][:64]]), max_new_tokens=4, do_sample=False)
+        model.generate(torch.tensor([work[0][0][:64]], device=device), max_new_tokens=4, do_sample=False)
 
     results = {}
     for label, cache_mb in (("ajet", 1024), ("ajet, cache off", 0)):
@@ -141,7 +147,7 @@ def main() -> None:
               f"· largest batch {s.largest_batch}")
     ajet_seconds, calls = results["ajet"]
     start = time.perf_counter()
-    generated = run_generate(model, tokenizer, calls, autocast)
+    generated = run_generate(model, tokenizer, calls, autocast, device)
     hf_seconds = time.perf_counter() - start
     prompt_tokens = sum(len(p) for c in calls for p, _ in c)
     print(f"{'model.generate':16s} {hf_seconds:7.1f} s · prefilled {prompt_tokens} prompt tokens · "

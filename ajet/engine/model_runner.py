@@ -24,7 +24,7 @@ from ajet.engine.adapters import AdapterSet
 from ajet.engine.kv_cache import PrefixCache
 from ajet.engine.precision import StepWeights, lora_layers
 from ajet.errors import EngineError, ModelError
-from ajet.models import eos_token_ids
+from ajet.models import avoid_cudnn_attention, eos_token_ids
 
 # fold_lora='auto' folds when the passes run in float32 (where the folded sum equals peft's to float
 # rounding) and the folded copies take at most this much: SmolLM2-135M's 210 adapted layers are 0.42 GB in
@@ -66,6 +66,7 @@ class ModelRunner:
     def __init__(self, model: Any, tokenizer: Any, *, autocast_dtype: Any = None, prefix_cache_mb: float = 1024,
                  build_matcher: Callable[..., Any] | None = None, fold_lora: bool | str = "auto"):
         check_attention_only(model)
+        avoid_cudnn_attention(next(model.parameters()).device)  # a model built by the caller, not load_causal_lm
         self.model = model
         self.tokenizer = tokenizer
         self.lock = threading.RLock()  # held while a step runs; take it to update weights

@@ -406,3 +406,19 @@ def test_build_engine_follows_model_autocast_and_prefix_cache_mb(tiny_model_path
     assert built.autocast_dtype == torch.bfloat16 and built.prefix_cache.max_bytes == 8 * 2**20
     cfg.model.autocast = "off"
     assert build_engine(cfg).autocast_dtype is None
+
+
+def test_cudnn_attention_is_turned_off_for_a_model_on_a_gpu_only(tiny_model_path):
+    """cuDNN attention plans each new sequence length anew (every decode step): ajet runs without it on a GPU."""
+    from ajet.models import avoid_cudnn_attention
+
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        HFEngine.from_pretrained(tiny_model_path, device="cpu")
+        assert torch.backends.cuda.cudnn_sdp_enabled()  # a CPU model leaves the process's GPU settings alone
+        avoid_cudnn_attention(torch.device("cuda"))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
