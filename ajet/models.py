@@ -231,8 +231,9 @@ def avoid_cudnn_attention(device: Any) -> None:
     """On a CUDA device, turn torch's cuDNN attention backend off for the process (flash, memory-efficient
     and math attention stay). cuDNN builds an execution plan for each new sequence length, and ajet changes
     the length at nearly every call: a decode step grows the KV by one token, packed micro-batches differ.
-    On an H200 (torch 2.11) a 16-row decode step took 163 ms with it, 3.4 ms of each attention call spent
-    on the host, and 39 ms without it (docs/engines.md, "What to expect on your hardware"). A no-op on other devices."""
+    On an H200 (torch 2.11) a 16-row engine step took 163 ms with it, 3.4 ms of each attention call spent
+    on the host, and 39 ms without it (docs/engines.md, "What to expect on your hardware"). A no-op on
+    other devices."""
     import torch
 
     if device.type == "cuda":

@@ -97,8 +97,8 @@ def run_generate(model, tokenizer, calls: list[list[tuple[list[int], int]]], aut
             mask[i, longest - len(prompt):] = 1
         new = max(n for _, n in rows)
         with torch.inference_mode(), autocast:
-            out = model.generate(ids.to(device), attention_mask=mask.to(device), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                 max_new_tokens=new, min_new_tokens=new, pad_token_id=pad)
+            out = model.generate(ids.to(device), attention_mask=mask.to(device), do_sample=True, temperature=1.0,
+                                 top_p=1.0, top_k=0, max_new_tokens=new, min_new_tokens=new, pad_token_id=pad)
         generated += (out.shape[1] - longest) * len(rows)
     return generated
 
@@ -125,7 +125,8 @@ def main() -> None:
     autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()
     work = episodes(ChatRenderer(tokenizer), args.tasks)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    print(f"model {args.model} · {where} · weights {str(weights).removeprefix('torch.')} · autocast {resolved or 'off'}")
+    print(f"model {args.model} · {where} · weights {str(weights).removeprefix('torch.')} "
+          f"· autocast {resolved or 'off'}")
     print(f"{len(work)} tasks x {args.group} episodes, {sum(len(r) for _, r, _ in work) * args.group} LLM calls "
           f"(first prompt {len(work[0][0])} tokens)")
 
