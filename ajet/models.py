@@ -236,8 +236,9 @@ def avoid_cudnn_attention(device: Any) -> None:
     other devices."""
     import torch
 
-    if device.type == "cuda":
-        torch.backends.cuda.enable_cudnn_sdp(False)
+    turn_off = getattr(torch.backends.cuda, "enable_cudnn_sdp", None)  # an older torch has no cuDNN attention
+    if device.type == "cuda" and turn_off is not None:
+        turn_off(False)
 
 
 def read_chat_template(value: str | None) -> str | None:
