@@ -191,7 +191,7 @@ class RolloutRunner:
         started = time.perf_counter()
         semaphore = asyncio.Semaphore(settings.concurrency)
         total = len(tasks) * settings.group_size
-        with RolloutProgress(label, total, enabled=show_progress) as progress:
+        with RolloutProgress(label, total, enabled=show_progress, concurrency=settings.concurrency) as progress:
             groups = await asyncio.gather(
                 *(self._run_group(task, settings, semaphore, progress, step) for task in tasks)
             )
@@ -210,7 +210,8 @@ class RolloutRunner:
 
         async def one(repeat: int) -> EpisodeResult:
             async with semaphore:
-                result = await self._run_episode(task, repeat, group_id, settings)
+                with progress.running():
+                    result = await self._run_episode(task, repeat, group_id, settings)
             if not self.judge.scores_groups:
                 await self._judge_one(result, settings)
                 self._finish(result, settings, step, progress)
