@@ -54,6 +54,7 @@ class RolloutProgress:
         self.concurrency = max(1, concurrency or total)
         self._running_since: list[float] = []
         self._durations: list[float] = []
+        self._runs_started = 0
         self.done = 0
         self.failed = 0
         self.rewards: list[float] = []
@@ -93,6 +94,7 @@ class RolloutProgress:
         """Around one episode's run (inside the concurrency limit, judging after it excluded)."""
         started = time.perf_counter()
         self._running_since.append(started)
+        self._runs_started += 1
         try:
             yield
         finally:
@@ -101,7 +103,7 @@ class RolloutProgress:
 
     def eta_seconds(self) -> float | None:
         """Seconds left in the batch (None until an episode has ended)."""
-        queued = max(0, self.total - self.done - len(self._running_since))
+        queued = max(0, self.total - self._runs_started)  # ended runs awaiting their judge are not queued
         return batch_eta(time.perf_counter(), self._running_since, self._durations, queued, self.concurrency)
 
     def episode_done(self, episode: EpisodeResult) -> None:

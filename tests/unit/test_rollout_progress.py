@@ -45,3 +45,6 @@ def test_the_progress_eta_follows_running_episodes(monkeypatch):
             assert progress.eta_seconds() == 20.0
             clock[0] = 12.0  # the second is late: counted as ending now
             assert progress.eta_seconds() == 18.0
+        # the third ran 2 s (mean now 6 s) and waits for its judge, no episode_done yet: the fourth and fifth
+        # take the two slots for 6 s; counting the third as queued again would say 12
+        assert progress.eta_seconds() == 6.0
