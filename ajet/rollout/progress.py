@@ -54,7 +54,6 @@ class RolloutProgress:
         self.concurrency = max(1, concurrency or total)
         self._running_since: list[float] = []
         self._durations: list[float] = []
-        self._runs_started = 0
         self.done = 0
         self.failed = 0
         self.rewards: list[float] = []
@@ -94,7 +93,6 @@ class RolloutProgress:
         """Around one episode's run (inside the concurrency limit, judging after it excluded)."""
         started = time.perf_counter()
         self._running_since.append(started)
-        self._runs_started += 1
         try:
             yield
         finally:
@@ -103,7 +101,8 @@ class RolloutProgress:
 
     def eta_seconds(self) -> float | None:
         """Seconds left in the batch (None until an episode has ended)."""
-        queued = max(0, self.total - self._runs_started)  # ended runs awaiting their judge are not queued
+        # every run started is running or ended (an ended one may still await its judge): the rest are queued
+        queued = max(0, self.total - len(self._running_since) - len(self._durations))
         return batch_eta(time.perf_counter(), self._running_since, self._durations, queued, self.concurrency)
 
     def episode_done(self, episode: EpisodeResult) -> None:
