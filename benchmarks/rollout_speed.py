@@ -11,7 +11,7 @@ prompts), all running at once.
   demonstration's reply length. The next prompt is the previous prompt + the reply the engine
   sampled (closed with EOS when cut) + the demonstration's tool result and next turn header: what
   the gateway sends, which splices generated turns in token for token. Also run with the cache
-  off, for reference.
+  off and, on a CPU, with the weights not laid out for oneDNN (`engine.pack_weights: off`), for reference.
 - model.generate: the very prompts ajet was sent, one left-padded batch per turn (all episodes'
   k-th calls), the same sampling, `max_new_tokens` = `min_new_tokens` = the longest reply ajet
   produced for that turn (generate computes every row of a batch until the last one ends, so this
@@ -136,8 +136,11 @@ def main() -> None:
         model.generate(torch.tensor([work[0][0][:64]], device=device), max_new_tokens=4, do_sample=False)
 
     results = {}
-    for label, cache_mb in (("ajet", 1024), ("ajet, cache off", 0)):
-        engine = HFEngine(model, tokenizer, prefix_cache_mb=cache_mb, autocast_dtype=dtype)
+    runs = [("ajet", 1024, "auto"), ("ajet, cache off", 0, "auto")]
+    if device.type == "cpu":
+        runs.append(("ajet, packing off", 1024, False))  # MKL's matmul instead of weights laid out for oneDNN
+    for label, cache_mb, pack in runs:
+        engine = HFEngine(model, tokenizer, prefix_cache_mb=cache_mb, autocast_dtype=dtype, pack_weights=pack)
         start = time.perf_counter()
         calls = asyncio.run(run_ajet(engine, work, args.group, tokenizer.eos_token_id))
         seconds = time.perf_counter() - start

@@ -203,6 +203,12 @@ class EngineConfig(_Section):
         "the passes run in float32 (the same tokens and logprobs, to 1e-5) and the copies take at most 1 GiB; "
         "on: also in bfloat16, where the folded weight rounds the LoRA delta (on an H100: 1.7x faster "
         "generation, logprobs off by up to 0.16).")
+    pack_weights: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="hf on a CPU: run each linear layer from a copy of its weight laid out once for oneDNN "
+        "(refreshed after each update) instead of MKL repacking it at every call: 1.25x faster float32 "
+        "generation on an AVX2 path, 1.1x under bf16 autocast, the same tokens. auto: on a CPU when the "
+        "copies take at most 2 GiB; off: no copies.")
     seed: int = Field(0, description="Sampling seed.")
     request_timeout_s: float = Field(300, gt=0, description="remote, chat_api: timeout of one completion request.")
 

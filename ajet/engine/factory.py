@@ -39,6 +39,7 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
             prefix_cache_mb=cfg.engine.prefix_cache_mb, autocast=cfg.model.autocast,
+            pack_weights={"on": True, "off": False}.get(cfg.engine.pack_weights, "auto"),
         )
     if kind == "remote" and cfg.engine.base_urls:
         from ajet.engine.replicas import ReplicatedEngine

@@ -32,6 +32,9 @@ from ajet.models import avoid_cudnn_attention, eos_token_ids
 # small LoRA delta into the base's 8-bit mantissa: on an H100, 26 of 32 sampled completions stayed the same
 # and logprobs moved by up to 0.16, for 1.7x faster generation; `fold_lora: on` takes that trade.
 FOLD_AUTO_BYTES = 2**30
+# pack_weights='auto' lays the weights out for oneDNN on a CPU when the laid-out copies take at most this
+# much (SmolLM2-135M's linear weights, the output head included: 0.54 GB in float32).
+PACK_AUTO_BYTES = 2**31
 
 
 @dataclass
@@ -61,10 +64,13 @@ class ModelRunner:
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for guided decoding (None: the default).
     fold_lora: run the model's own LoRA layers folded into their base weights (`precision.StepWeights`):
         True, False, or 'auto' (in float32, when the folded copies take at most `FOLD_AUTO_BYTES`).
+    pack_weights: run the Linear layers from weights laid out once for oneDNN (`packed.PackedLinear`):
+        True, False, or 'auto' (on a CPU, when the copies take at most `PACK_AUTO_BYTES`).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, autocast_dtype: Any = None, prefix_cache_mb: float = 1024,
-                 build_matcher: Callable[..., Any] | None = None, fold_lora: bool | str = "auto"):
+                 build_matcher: Callable[..., Any] | None = None, fold_lora: bool | str = "auto",
+                 pack_weights: bool | str = "auto"):
         check_attention_only(model)
         avoid_cudnn_attention(next(model.parameters()).device)  # a model built by the caller, not load_causal_lm
         self.model = model
@@ -82,6 +88,7 @@ class ModelRunner:
         self.weights_epoch = 0  # counts weight changes seen; rows remember it (their KV is of those weights)
         self._autocast_dtype = autocast_dtype_of(autocast_dtype)
         self.fold_lora = fold_lora
+        self.pack_weights = pack_weights
         self.step_weights = self._step_weights()
         self._weights_signature: tuple[int, int] | None = None
         self._params: list[Any] | None = None  # the model's parameters, listed again after modules_changed()
@@ -114,7 +121,12 @@ class ModelRunner:
             float32 = all(p.dtype == torch.float32 for layer in layers for p in layer.parameters())
             copies_bytes = 4 * sum(layer.get_base_layer().weight.numel() for layer in layers)
             fold = cast is None and float32 and copies_bytes <= FOLD_AUTO_BYTES
-        return StepWeights(self.model, cast, fold_lora=bool(fold))
+        pack = self.pack_weights
+        if pack == "auto":
+            linears = [m for m in self.model.modules() if type(m) is torch.nn.Linear]
+            copies_bytes = 4 * sum(m.weight.numel() for m in linears)
+            pack = self.device.type == "cpu" and copies_bytes <= PACK_AUTO_BYTES
+        return StepWeights(self.model, cast, fold_lora=bool(fold), pack=bool(pack))
 
     def modules_changed(self) -> None:
         """Adapters were added or removed: list the parameters and the modules to swap again."""

@@ -112,14 +112,14 @@ async def test_auto_folds_only_what_fits_and_variants_stay_unfolded(policy, toke
 
 async def test_under_autocast_the_folded_copy_replaces_the_cast_one(policy, tokenizer):
     prompt = tokenizer.encode("The capital of France is")
-    folded = HFEngine(policy, tokenizer, fold_lora=True, autocast_dtype="bfloat16")
-    plain = HFEngine(policy, tokenizer, fold_lora=False, autocast_dtype="bfloat16")
+    folded = HFEngine(policy, tokenizer, fold_lora=True, autocast_dtype="bfloat16", pack_weights=False)
+    plain = HFEngine(policy, tokenizer, fold_lora=False, autocast_dtype="bfloat16", pack_weights=False)
     got, expected = await generate_all(folded, prompt), await generate_all(plain, prompt)
     for x, y in zip(got, expected):  # bf16 matmuls on both sides, summed in another order: bf16 rounding
         n = next((i for i, (a, b) in enumerate(zip(x.token_ids, y.token_ids)) if a != b), len(x.token_ids))
         assert n >= 3 and max(abs(p - q) for p, q in zip(x.logprobs[:n], y.logprobs[:n])) < 5e-2
     steps = folded.runner.step_weights
-    casts, folds = steps._entries
+    casts, folds, _ = steps._entries
     assert {f.linear.weight.dtype for f in folds} == {torch.bfloat16}
     bases = {id(f.layer.get_base_layer()) for f in folds}
     assert casts and not any(id(module) in bases for module, _, _ in casts)  # only the head is cast separately

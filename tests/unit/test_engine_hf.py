@@ -373,7 +373,7 @@ async def test_autocast_runs_the_model_in_bfloat16_with_float32_logprobs(engine,
 
     hook = head.register_forward_hook(record)
     try:
-        mixed = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
+        mixed = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16", pack_weights=False)
         sampling = SamplingParams(max_tokens=8, temperature=1.0, seed=5)
         gen = await mixed.generate(prompts[2], sampling)
     finally:
@@ -382,7 +382,7 @@ async def test_autocast_runs_the_model_in_bfloat16_with_float32_logprobs(engine,
     # The engine ran with bf16 copies of the Linear weights (no cast per step); the model's own are as they were.
     assert set(weights) == {torch.bfloat16} and head.weight is weight and weight.dtype == torch.float32
     assert engine.model.model.embed_tokens.weight is weight  # the tied embedding kept its float32 table
-    recast = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16")
+    recast = HFEngine(engine.model, engine.tokenizer, autocast_dtype="bfloat16", pack_weights=False)
     recast.runner.step_weights.swapped = lambda **_: contextlib.nullcontext()  # autocast casting the float32 weights each call
     same = await recast.generate(prompts[2], sampling)
     assert same.token_ids == gen.token_ids and same.logprobs == gen.logprobs  # the very same numbers

@@ -57,9 +57,11 @@ def rollout_engine(cfg: AjetConfig, policy: Policy) -> Engine:
         return build_engine(cfg, tokenizer=policy.tokenizer)  # the tokenizer with model.chat_template applied
     from ajet.engine.hf import HFEngine
 
-    fold = {"on": True, "off": False}.get(cfg.engine.fold_lora, "auto")
+    switch = {"on": True, "off": False}
     return HFEngine(policy.model, policy.tokenizer, max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
-                    autocast_dtype=policy.autocast_dtype, prefix_cache_mb=cfg.engine.prefix_cache_mb, fold_lora=fold)
+                    autocast_dtype=policy.autocast_dtype, prefix_cache_mb=cfg.engine.prefix_cache_mb,
+                    fold_lora=switch.get(cfg.engine.fold_lora, "auto"),
+                    pack_weights=switch.get(cfg.engine.pack_weights, "auto"))
 
 
 class AdapterPublisher:
