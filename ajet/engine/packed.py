@@ -31,12 +31,15 @@ class PackedLinear(torch.nn.Module):
     weight's dtype or device); they are not registered parameters, so the model's parameter list does not change while the stand-in is in place.
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype, *,
+                 shown: torch.Tensor | None = None):
+        """shown: the tensor `weight` reads as, when `weight` is a temporary (a LoRA layer's folded sum,
+        shown as its base weight: the same shape, dtype and device)."""
         super().__init__()
         with torch.no_grad():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), BATCH_HINT)
             self.packed_bias = None if bias is None else bias.detach().to(dtype)
-        object.__setattr__(self, "weight", weight)  # plain attributes: see the class docstring
+        object.__setattr__(self, "weight", weight if shown is None else shown)  # plain attributes: see above
         object.__setattr__(self, "bias", bias)
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
 

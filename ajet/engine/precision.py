@@ -19,7 +19,8 @@ its weight entry (the module's own entry only: a tied embedding keeps its float3
 trainer's Parameter objects are never touched), and a foldable LoRA layer is replaced in its parent by
 a plain `nn.Linear` holding the folded weight and the base bias. With `pack`, each plain Linear, folded
 ones included, is replaced in its parent by a `PackedLinear` of the weight it would have run (cast to
-`dtype` when there is one). All are put back after. Results
+`dtype` when there is one; a folded layer is laid out straight from its sum, which is not kept). All are
+put back after. Results
 equal the unswapped computation up to float rounding: autocast would have cast the same values, and
 the folded sum differs from the two-matmul one in the last bits (~1e-6 in a float32 logprob).
 
@@ -111,7 +112,7 @@ class StepWeights:
         skip = {id(f.layer.get_base_layer()) for f in folds}  # replaced whole: their base needs no cast copy
         for f in folds:
             self._refresh_fold(f)
-        packs = self._pack_entries(skip, folds) if self.pack else []
+        packs = self._pack_entries(skip) if self.pack else []
         skip |= {id(module) for _, _, module, _ in packs}  # packed from the weight itself: no cast copy either
         casts = [] if self.dtype is None else self._cast_entries(skip)
         return casts, folds, packs
@@ -156,15 +157,15 @@ class StepWeights:
             entries.append((module, weight, cached[2]))
         return entries
 
-    def _pack_entries(self, skip: set[int], folds: list[_Folded]) -> list[tuple[Any, str, Any, Any]]:
-        """(parent, name, module, PackedLinear) for each Linear the step runs: the plain ones not folded
-        away, and the folded ones; a stand-in is laid out again when its weight changed."""
+    def _pack_entries(self, skip: set[int]) -> list[tuple[Any, str, Any, Any]]:
+        """(parent, name, module, PackedLinear) for each plain Linear the step runs (not folded away:
+        a folded layer is laid out as it is folded); a stand-in is laid out again when its weight changed."""
         from ajet.engine.packed import PackedLinear, packable
 
-        slots = [slot for slot in self._linears or [] if id(slot[2]) not in skip]
-        slots += [(f.parent, f.name, f.linear) for f in folds]
         entries = []
-        for parent, name, module in slots:
+        for parent, name, module in self._linears or []:
+            if id(module) in skip:
+                continue
             weight, bias = module._parameters.get("weight"), module.bias
             if not packable(weight, self.dtype):
                 continue
@@ -191,6 +192,8 @@ class StepWeights:
     def _refresh_fold(self, f: _Folded) -> None:
         import torch
 
+        from ajet.engine.packed import PackedLinear, packable
+
         layer = f.layer
         adapter = next(a for a in layer.active_adapters if a in layer.lora_A)
         base = layer.get_base_layer()
@@ -209,7 +212,12 @@ class StepWeights:
                 delta = delta.T
             folded = base.weight.detach().float() + delta
             dtype = self.dtype or base.weight.dtype
-            if f.linear is None:
+            if self.pack and packable(folded, dtype):
+                # laid out straight from the sum, which is then freed: no second folded copy is held
+                f.linear = PackedLinear(folded, base.bias, dtype, shown=base.weight)
+                f.built_from = built_from
+                return
+            if f.linear is None or isinstance(f.linear, PackedLinear):
                 f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")
             held = f.linear._parameters.get("weight")
             if held is not None and held.shape == folded.shape and held.dtype == dtype and held.device == folded.device:

@@ -109,8 +109,8 @@ async def test_a_lora_policy_runs_folded_and_packed_and_follows_adapter_updates(
                 p.mul_(4.0)
     assert_same(await generate_all(packed, prompt), await generate_all(plain, prompt))
     folds = packed.runner.step_weights._folds
-    packs = packed.runner.step_weights._packs
-    assert folds and all(id(f.linear) in packs for f in folds)  # the folded weights are what got laid out
+    assert folds and all(isinstance(f.linear, PackedLinear) for f in folds)  # laid out from the folded sums
+    assert all(f.linear.weight is f.layer.get_base_layer().weight for f in folds)  # no folded copy is kept
 
 
 def test_auto_packs_on_a_cpu_when_the_copies_fit(model, tokenizer, monkeypatch):
