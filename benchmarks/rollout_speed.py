@@ -146,7 +146,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         results[label] = (seconds, calls)
         s = engine.stats
-        print(f"{label:16s} {seconds:7.1f} s · prefilled {s.prefilled_tokens} of {s.prompt_tokens} prompt tokens "
+        print(f"{label:17s} {seconds:7.1f} s · prefilled {s.prefilled_tokens} of {s.prompt_tokens} prompt tokens "
               f"· {s.generated_tokens} generated · {s.forward_passes} forward passes "
               f"· largest batch {s.largest_batch}")
     ajet_seconds, calls = results["ajet"]
@@ -154,7 +154,7 @@ def main() -> None:
     generated = run_generate(model, tokenizer, calls, autocast, device)
     hf_seconds = time.perf_counter() - start
     prompt_tokens = sum(len(p) for c in calls for p, _ in c)
-    print(f"{'model.generate':16s} {hf_seconds:7.1f} s · prefilled {prompt_tokens} prompt tokens · "
+    print(f"{'model.generate':17s} {hf_seconds:7.1f} s · prefilled {prompt_tokens} prompt tokens · "
           f"{generated} generated (every row to its turn's longest reply)")
     print(f"cache off vs model.generate: {hf_seconds / results['ajet, cache off'][0]:.2f}x")
     print(f"ajet_over_hf_generate={hf_seconds / ajet_seconds:.2f}")
