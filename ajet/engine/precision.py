@@ -17,10 +17,10 @@ Three costs of running a training policy as it is in a decode step are each one 
 `StepWeights.swapped()` puts the copies in place for one engine step: an `nn.Linear` gets its copy as
 its weight entry (the module's own entry only: a tied embedding keeps its float32 table, and the
 trainer's Parameter objects are never touched), and a foldable LoRA layer is replaced in its parent by
-a plain `nn.Linear` holding the folded weight and the base bias. With `pack`, each plain Linear, folded
-ones included, is replaced in its parent by a `PackedLinear` of the weight it would have run (cast to
-`dtype` when there is one; a folded layer is laid out straight from its sum, which is not kept). All are
-put back after. Results
+a plain `nn.Linear` holding the folded weight and the base bias. With `pack`, each plain Linear is
+replaced in its parent by a `PackedLinear` of the weight it would have run (cast to `dtype` when there is
+one), and a folded layer's stand-in is a `PackedLinear` laid out straight from its sum, which is not
+kept. All are put back after. Results
 equal the unswapped computation up to float rounding: autocast would have cast the same values, and
 the folded sum differs from the two-matmul one in the last bits (~1e-6 in a float32 logprob).
 
@@ -51,7 +51,8 @@ class _Folded:
 
 class StepWeights:
     """Cast copies of a model's `nn.Linear` weights (not adapter weights) in `dtype` (None: their own dtype,
-    nothing to cast) and, with `fold_lora`, its LoRA layers folded into plain Linears."""
+    nothing to cast), with `fold_lora` its LoRA layers folded into plain Linears, and with `pack` every
+    Linear the step runs laid out for oneDNN instead (`packed.PackedLinear`)."""
 
     def __init__(self, model: Any, dtype: Any, *, fold_lora: bool = False, pack: bool = False):
         self.model = model
@@ -135,7 +136,7 @@ class StepWeights:
         old = {id(f.layer): f for f in self._folds}
         self._folds = [old.get(id(layer)) or _Folded(parent, name, layer, None)
                        for parent, name, layer in (lora_layers(self.model) if self.fold_lora else [])]
-        alive = {id(m) for _, _, m in self._linears} | {id(f.linear) for f in self._folds}
+        alive = {id(m) for _, _, m in self._linears}
         self._copies = {k: v for k, v in self._copies.items() if k in alive}
         self._packs = {k: v for k, v in self._packs.items() if k in alive}
 
