@@ -33,13 +33,14 @@ def build_engine(cfg: AjetConfig, tokenizer: Any = None) -> Engine:
     kind = cfg.engine.type
     if kind == "hf":
         from ajet.engine.hf import HFEngine
+        from ajet.engine.model_runner import engine_switch
 
         # Generation follows the trainer's precision rule (model.autocast), so eval sees what training sees.
         return HFEngine.from_pretrained(
             cfg.model.path, device=cfg.model.device, dtype=cfg.model.dtype,
             max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
             prefix_cache_mb=cfg.engine.prefix_cache_mb, autocast=cfg.model.autocast,
-            pack_weights={"on": True, "off": False}.get(cfg.engine.pack_weights, "auto"),
+            pack_weights=engine_switch(cfg.engine.pack_weights),
         )
     if kind == "remote" and cfg.engine.base_urls:
         from ajet.engine.replicas import ReplicatedEngine

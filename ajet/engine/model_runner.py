@@ -37,6 +37,11 @@ FOLD_AUTO_BYTES = 2**30
 PACK_AUTO_BYTES = 2**31
 
 
+def engine_switch(value: str) -> bool | str:
+    """An `engine.fold_lora` / `engine.pack_weights` config value ('auto', 'on', 'off') as the runner takes it."""
+    return {"on": True, "off": False}.get(value, "auto")
+
+
 @dataclass
 class EngineStats:
     """Counters of an HFEngine, for tests, benchmarks and reports."""

@@ -218,7 +218,7 @@ class StepWeights:
                 f.linear = PackedLinear(folded, base.bias, dtype, shown=base.weight)
                 f.built_from = built_from
                 return
-            if f.linear is None or isinstance(f.linear, PackedLinear):
+            if f.linear is None:
                 f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")
             held = f.linear._parameters.get("weight")
             if held is not None and held.shape == folded.shape and held.dtype == dtype and held.device == folded.device:

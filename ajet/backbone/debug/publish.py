@@ -56,12 +56,11 @@ def rollout_engine(cfg: AjetConfig, policy: Policy) -> Engine:
 
         return build_engine(cfg, tokenizer=policy.tokenizer)  # the tokenizer with model.chat_template applied
     from ajet.engine.hf import HFEngine
+    from ajet.engine.model_runner import engine_switch
 
-    switch = {"on": True, "off": False}
     return HFEngine(policy.model, policy.tokenizer, max_batch_size=cfg.engine.max_batch_size, seed=cfg.engine.seed,
                     autocast_dtype=policy.autocast_dtype, prefix_cache_mb=cfg.engine.prefix_cache_mb,
-                    fold_lora=switch.get(cfg.engine.fold_lora, "auto"),
-                    pack_weights=switch.get(cfg.engine.pack_weights, "auto"))
+                    fold_lora=engine_switch(cfg.engine.fold_lora), pack_weights=engine_switch(cfg.engine.pack_weights))
 
 
 class AdapterPublisher:
