@@ -40,12 +40,12 @@ from typing import Any
 
 @dataclass
 class _Folded:
-    """One LoRA layer's stand-in: where it sits, the plain Linear put there, what its weight was built from."""
+    """One LoRA layer's stand-in: where it sits, what is put there, what its weight was built from."""
 
     parent: Any
     name: str
     layer: Any  # the peft LoRA layer
-    linear: Any  # torch.nn.Linear whose weight is the folded copy
+    linear: Any  # an nn.Linear holding the folded copy or, with pack, a PackedLinear laid out from it
     built_from: tuple[int, ...] = ()  # versions of the base weight and the adapter's A and B, and the scale
 
 
@@ -216,16 +216,15 @@ class StepWeights:
             if self.pack and packable(folded, dtype):
                 # laid out straight from the sum, which is then freed: no second folded copy is held
                 f.linear = PackedLinear(folded, base.bias, dtype, shown=base.weight)
-                f.built_from = built_from
-                return
-            if f.linear is None:
-                f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")
-            held = f.linear._parameters.get("weight")
-            if held is not None and held.shape == folded.shape and held.dtype == dtype and held.device == folded.device:
-                held.copy_(folded)  # into last step's copy: no new allocation
             else:
-                f.linear._parameters["weight"] = folded.to(dtype)
-        f.linear._parameters["bias"] = base.bias
+                if f.linear is None:
+                    f.linear = torch.nn.Linear(base.in_features, base.out_features, bias=False, device="meta")
+                held = f.linear._parameters.get("weight")
+                if held is not None and held.shape == folded.shape and held.dtype == dtype and held.device == folded.device:
+                    held.copy_(folded)  # into last step's copy: no new allocation
+                else:
+                    f.linear._parameters["weight"] = folded.to(dtype)
+                f.linear._parameters["bias"] = base.bias
         f.built_from = built_from
 
 
