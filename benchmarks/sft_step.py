@@ -154,7 +154,7 @@ def main() -> None:
     pad_id = policy.tokenizer.pad_token_id or 0
     flops = statistics.median(step_flops(policy.model, [samples[(s * args.batch + i) % len(samples)] for i in range(args.batch)],
                                          cfg, pad_id) for s in range(1, args.steps + 1))
-    dtype = torch.bfloat16 if policy.autocast_dtype == "bfloat16" else torch.float32
+    dtype = policy.autocast_dtype or torch.float32  # the dtype the step's matmuls ran in
     lm_config = policy.model.config
     peak = matmul_peak_gflops(2048, lm_config.hidden_size, lm_config.intermediate_size, dtype)
     achieved = flops / statistics.median(cpu["shared+packing"]) / 1e9
