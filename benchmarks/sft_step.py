@@ -29,7 +29,7 @@ loaded machine barely moves.
 
     python benchmarks/sft_step.py [--steps 4] [--batch 8] [--threads N] [--model smollm2-135m-instruct]
 Last two lines: `prefix_shared_over_plain=<wall s/step of plain / of the default> cpu=<the same in CPU s>`,
-then `sft_flops_share_of_peak=<x> achieved_gflops=<a> peak_gflops=<p> dtype=<float32|bfloat16>`.
+then `sft_flops_share_of_peak=<x> achieved_gflops=<a> peak_gflops=<p> dtype=<float32|bfloat16|...>`.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def main() -> None:
     pad_id = policy.tokenizer.pad_token_id or 0
     flops = statistics.median(step_flops(policy.model, [samples[(s * args.batch + i) % len(samples)] for i in range(args.batch)],
                                          cfg, pad_id) for s in range(1, args.steps + 1))
-    dtype = policy.autocast_dtype or torch.float32  # the dtype the step's matmuls ran in
+    dtype = policy.autocast_dtype or policy.dtype  # what the step's matmuls ran in: autocast's, else the weights'
     lm_config = policy.model.config
     peak = matmul_peak_gflops(2048, lm_config.hidden_size, lm_config.intermediate_size, dtype)
     achieved = flops / statistics.median(cpu["shared+packing"]) / 1e9
