@@ -4,8 +4,8 @@ running every row whole.
 The data is the tool-agent tutorial's demonstrations (tutorial/example_tool_agent/sft.jsonl: eight
 tool signatures and a system prompt, ~449 tokens every row shares, ~620 tokens a row, ~70 trained),
 rendered as the trainer renders them; the model and LoRA are the tutorial's (SmolLM2-135M, LoRA
-rank 8 on all linear layers) and `micro_batch_tokens` is the trainer's default, 4,096 (the tutorial
-now sets 2,048 for memory: docs/training.md, "Memory"). Three ways to run the same SFT steps, one
+rank 16, the default, on all linear layers) and `micro_batch_tokens` is the trainer's default, 4,096
+(the tutorial sets 1,024 for memory: docs/training.md, "Memory"). Three ways to run the same SFT steps, one
 `train_step(algo="sft")` of `--batch` rows each, interleaved step by step so a loaded machine
 slows all three alike:
 
