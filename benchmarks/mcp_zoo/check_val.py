@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fixtures  # noqa: E402
+import zoo_fixtures  # noqa: E402
 from zoo import FIXTURES, PUBLISHED, SERVERS, read_val, server_of, yaml_path  # noqa: E402
 
 from ajet.judge.exact_match import numbers_in, parse_number  # noqa: E402
@@ -74,7 +74,7 @@ async def check_server(name: str) -> Report:
         report.skipped = f"{published.requirement} is not installed (run benchmarks/mcp_zoo/setup.py)"
         return report
     if published is not None and published.fixtures:
-        fixtures.build(FIXTURES, list(published.fixtures))
+        zoo_fixtures.build(FIXTURES, list(published.fixtures))
     rows = read_val(name)
     async with open_client(server_of(name), yaml_path(name).parent) as client:
         for row in rows:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fixtures  # noqa: E402
+import zoo_fixtures  # noqa: E402
 from zoo import FIXTURES, PUBLISHED, Published  # noqa: E402
 
 MARKER = ".zoo-requirements"  # the requirement lines a venv was made with
@@ -35,7 +36,8 @@ def find_python(version: tuple[int, int]) -> str | None:
         return sys.executable
     candidates = []
     for minor in range(version[1], version[1] + 4):
-        candidates += sorted(glob.glob(str(Path(f"~/.pyenv/versions/{version[0]}.{minor}.*/bin/python").expanduser())))
+        pyenv = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
+        candidates += sorted(glob.glob(str(pyenv / "versions" / f"{version[0]}.{minor}.*" / "bin" / "python")))
         candidates += [found for found in [shutil.which(f"python{version[0]}.{minor}")] if found]
     for candidate in candidates:
         probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info >= %r)" % (version,)],
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             counts[status.split(":")[0]] += 1
             print(f"{name:14s} {PUBLISHED[name].requirement:32s} {status} ({time.time() - t0:.1f} s)", flush=True)
     wanted = sorted({f for n in names for f in PUBLISHED[n].fixtures})
-    built = fixtures.build(FIXTURES, wanted)
+    built = zoo_fixtures.build(FIXTURES, wanted)
     print(f"fixtures under {FIXTURES}: {', '.join(built) or 'none'}")
     print(f"installed={counts['installed']} kept={counts['kept']} skipped={counts['skipped']} "
           f"fixtures={len(built)} seconds={time.time() - started:.1f}")

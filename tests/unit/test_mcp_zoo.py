@@ -1,0 +1,108 @@
+"""The MCP server zoo (benchmarks/mcp_zoo/): its frozen split, its val sets, and every reference
+checked by really calling the server (in memory for the servers written here, over stdio through
+their own console command for the published ones whose venv setup.py made)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ZOO = Path(__file__).resolve().parents[2] / "benchmarks" / "mcp_zoo"
+sys.path.insert(0, str(ZOO))
+
+import check_val  # noqa: E402
+import zoo  # noqa: E402
+
+from ajet.config.loader import load_config  # noqa: E402
+from ajet.judge.registry import build_judge  # noqa: E402
+from ajet.workflow import Task, WorkflowOutput  # noqa: E402
+
+
+def test_split_holds_out_at_least_four_servers_two_of_them_published_and_time_stays_dev():
+    split = zoo.split()
+    heldout, dev = set(split["heldout"]), set(split["dev"])
+    assert not heldout & dev
+    assert heldout | dev == set(zoo.SERVERS), "every zoo server is on exactly one side"
+    assert len(heldout) >= 4
+    assert len(heldout & set(zoo.PUBLISHED)) >= 2
+    assert "time" in dev  # studied by the session that filed issue 39
+    assert len(zoo.PUBLISHED) >= 5 and len(zoo.SERVERS) >= 10
+
+
+@pytest.mark.parametrize("name", zoo.SERVERS)
+def test_each_server_has_30_well_formed_questions_and_a_config(name):
+    rows = zoo.read_val(name)
+    assert len(rows) >= 30
+    assert len({r["task_id"] for r in rows}) == len(rows)
+    assert len({r["query"] for r in rows}) == len(rows), "no question asked twice"
+    assert [check_val.row_problem(r) for r in rows] == [None] * len(rows)
+    cfg = load_config(str(zoo.yaml_path(name)), [])
+    assert "mcp_agent" in cfg.workflow and cfg.task_reader.val.endswith("val.jsonl")
+    assert cfg.workflow_args["system_prompt"].startswith("You are a")
+
+
+@pytest.mark.parametrize("name", zoo.SERVERS)
+def test_the_judge_passes_the_reference_and_fails_a_wrong_answer(name):
+    """A final must be checkable by the server's own judge: the reference calls with an answer stating
+    the final succeed; the same calls with another answer do not."""
+    cfg = load_config(str(zoo.yaml_path(name)), [])
+    judge = build_judge(cfg.judge, zoo.yaml_path(name).parent)
+
+    def success(task: Task, answer: str) -> bool:
+        calls = [{"name": c["name"], "arguments": c["arguments"], "result": "ok"} for c in task.answer["calls"]]
+        reward = asyncio.run(judge.score(task, WorkflowOutput(answer=answer, tool_calls=calls)))
+        return reward.is_success if reward.is_success is not None else reward.total >= judge.success_threshold
+
+    for row in zoo.read_val(name):
+        task = Task(task_id=row["task_id"], query=row["query"], answer=row["answer"], metadata=row["metadata"])
+        final = row["answer"]["final"]
+        stated = final[0] if isinstance(final, list) else final
+        assert success(task, f"The answer is {stated}."), row["task_id"]
+        assert not success(task, "I could not find that."), row["task_id"]
+
+
+@pytest.mark.parametrize("name", zoo.WRITTEN)
+def test_written_servers_answer_every_reference(name):
+    report = asyncio.run(check_val.check_server(name))
+    assert report.skipped is None
+    assert report.failures == []
+    assert report.checked == len(zoo.read_val(name))
+
+
+@pytest.mark.parametrize("name", list(zoo.PUBLISHED))
+def test_published_servers_answer_every_reference(name):
+    published = zoo.PUBLISHED[name]
+    if not published.executable(name).exists():
+        pytest.skip(f"{published.requirement} is not installed: run python benchmarks/mcp_zoo/setup.py "
+                    f"--servers {name}")
+    report = asyncio.run(check_val.check_server(name))
+    assert report.failures == []
+    assert report.checked == len(zoo.read_val(name))
+
+
+def test_check_val_reports_a_wrong_final_a_failing_call_and_a_malformed_row(monkeypatch):
+    good = zoo.read_val("weather")[0]
+    wrong_final = json.loads(json.dumps(good))
+    wrong_final["answer"]["final"] = 999.5
+    failing = json.loads(json.dumps(good))
+    failing["answer"]["calls"][0]["arguments"] = {"station_id": "KSEA"}  # the date is missing
+    malformed = json.loads(json.dumps(good))
+    malformed["metadata"]["num_calls"] = 3
+    monkeypatch.setattr(check_val, "read_val", lambda name: [good, wrong_final, failing, malformed])
+    report = asyncio.run(check_val.check_server("weather"))
+    assert report.checked == 4
+    assert len(report.failures) == 3
+    assert "999.5" in report.failures[0] and "failed" in report.failures[1] and "num_calls" in report.failures[2]
+
+
+def test_states_reads_numbers_and_text_as_the_judge_does():
+    assert check_val.states('{"value": 473.1765}', 473.1765)
+    assert check_val.states("Total: 1,200 m", 1200)
+    assert not check_val.states('{"value": 474.0}', 473.1765)
+    assert check_val.states("Author: Priya Raman", "priya raman")
+    assert check_val.states("2026-11-28T06:00:00+05:30", ["06:00", "6:00 am"])
+    assert not check_val.states("07:00", ["06:00", "6:00 am"])
