@@ -1,0 +1,196 @@
+"""The no-human-data MCP pipeline on the server zoo (benchmarks/mcp_zoo/), held-out and dev servers apart.
+
+For each server, the tutorial's exact steps (tutorial/example_mcp_pipeline), each the installed CLI in a
+subprocess, as a user runs them: `ajet generate explore` → `ajet generate tasks --from-calls` →
+`ajet generate demos` → `ajet --backbone=debug` (SFT: the tutorial's pipeline.yaml, with the server
+and the system prompt of the server's own YAML) → `ajet eval` of the base model and of the trained
+one on the server's hand-written val.jsonl (benchmarks/mcp_zoo/<name>/<name>.yaml, its judge).
+Nothing hand-written reaches the pipeline. Published servers are installed first
+(benchmarks/mcp_zoo/setup.py, kept when already there) and their fixtures rebuilt before every
+stage, since a server's write tools (git commit, checkout) may have changed them.
+
+    python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
+                                 [--val-limit N] [key=value ...]
+
+The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
+Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
+the last line is `heldout_mean_success=<x> dev_mean_success=<y> tools_covered=<r> minutes=<m>`: the
+trained models' mean val success over the held-out and the dev servers run (a server whose pipeline
+fails counts 0), the tools with a kept call over all tools of the servers run, and the whole run's minutes. The split rule
+(benchmarks/mcp_zoo/README.md): the generator is improved on dev servers only; held-out servers are
+scored at the end of a change, and no rule is written from reading their failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PIPELINE = REPO / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"
+sys.path.insert(0, str(REPO / "benchmarks" / "mcp_zoo"))
+
+import zoo_fixtures  # noqa: E402
+import zoo  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from mcp_pipeline import cpu, rows  # noqa: E402  (the same CPU label and row count as the two-server benchmark)
+
+
+class StageFailed(RuntimeError):
+    pass
+
+
+def run(args: list[str], log: Path) -> float:
+    """Run one CLI command, its output to `log`; its wall seconds. A failure raises with the log's tail."""
+    started = time.time()
+    with log.open("w") as out:
+        code = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    if code:
+        tail = "".join(log.read_text().splitlines(True)[-20:])
+        raise StageFailed(f"{' '.join(args[:3])} ... failed ({code}); last lines of {log}:\n{tail}")
+    return time.time() - started
+
+
+def server_for_pipeline(name: str) -> str:
+    """The server as the pipeline's YAML (another folder) must name it: a file of the zoo made absolute."""
+    server = zoo.server_of(name)
+    if " " not in server and server.endswith((".py", ".json")) and not Path(server).is_absolute():
+        server = str((zoo.yaml_path(name).parent / server).resolve())
+    return server
+
+
+def quoted(value: str) -> str:
+    """A value for a Hydra override, whatever its spaces and punctuation."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def tool_names(name: str) -> list[str]:
+    from ajet.workflows.mcp_client import server_tools
+
+    tools = asyncio.run(server_tools(zoo.server_of(name), zoo.yaml_path(name).parent))
+    return [t["function"]["name"] for t in tools]
+
+
+def kept_tools(calls: Path) -> set[str]:
+    """Tools with at least one kept call in the explored bank (one JSON object a line, with "tool")."""
+    if not calls.exists():
+        return set()
+    return {json.loads(line).get("tool") for line in calls.read_text().splitlines() if line.strip()}
+
+
+def val_success(name: str, model: Path | None, log: Path, limit: int | None) -> float:
+    """`ajet eval` on the server's val config (the base model when `model` is None); its success rate."""
+    rebuild_fixtures(name)
+    out = log.parent / f"eval-{log.stem}"
+    args = ["ajet", "eval", "--conf", str(zoo.yaml_path(name)), f"output_dir={out}"]
+    if model is not None:
+        args[2:2] = ["--model", str(model)]
+    if limit:
+        args.append(f"eval.limit={limit}")
+    run(args, log)
+    return json.loads((out / "eval.json").read_text())["success_rate"]
+
+
+def rebuild_fixtures(name: str) -> None:
+    published = zoo.PUBLISHED.get(name)
+    if published is not None and published.fixtures:
+        zoo_fixtures.build(zoo.FIXTURES, list(published.fixtures))
+
+
+def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int | None, tools: list[str]) -> dict:
+    out = root / name
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    conf = ["--conf", str(PIPELINE)]
+    common = [f"workflow_args.server={quoted(server_for_pipeline(name))}",
+              f"workflow_args.system_prompt={quoted(zoo.system_prompt_of(name))}",
+              f"task_reader.train={out / 'tasks.jsonl'}", f"sft.data={out / 'sft.jsonl'}",
+              f"project=mcp-zoo-{name}", *overrides]
+    rebuild_fixtures(name)
+    seconds = {"explore": run(["ajet", "generate", "explore", *conf, "--out", str(out / "calls.jsonl"), *common],
+                              out / "explore.log")}
+    rebuild_fixtures(name)
+    seconds["tasks"] = run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"), "-n", str(n),
+                            "--out", str(out / "tasks.jsonl"), *common], out / "tasks.log")
+    rebuild_fixtures(name)
+    seconds["demos"] = run(["ajet", "generate", "demos", *conf, "--tasks", str(out / "tasks.jsonl"),
+                            "--out", str(out / "sft.jsonl"), *common], out / "demos.log")
+    seconds["train"] = run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common], out / "train.log")
+    t0 = time.time()
+    base = val_success(name, None, out / "eval_base.log", val_limit)
+    trained = val_success(name, out / "run", out / "eval_trained.log", val_limit)
+    seconds["eval"] = time.time() - t0
+    kept = kept_tools(out / "calls.jsonl") & set(tools)
+    return {"server": name, "tools": len(tools), "tools_kept": len(kept),
+            "tools_without_kept_call": sorted(set(tools) - kept), "calls": rows(out / "calls.jsonl"),
+            "tasks": rows(out / "tasks.jsonl"), "demos": rows(out / "sft.jsonl"),
+            "base_success": base, "trained_success": trained,
+            "minutes": round((time.time() - started) / 60, 1), "seconds": {k: round(v) for k, v in seconds.items()}}
+
+
+def mean(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.3f}" if values else "n/a"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=["dev", "heldout", "all"], default="all")
+    parser.add_argument("--servers", default=None, help="comma-separated zoo servers (default: those of --split)")
+    parser.add_argument("-n", type=int, default=180, help="call-first tasks per server (the tutorial's 180)")
+    parser.add_argument("--out", type=Path, default=None, help="append one JSON line of results per server here")
+    parser.add_argument("--val-limit", type=int, default=None, help="score only the first N val questions "
+                        "(a smoke test; the reported figures use them all)")
+    args, overrides = parser.parse_known_args()
+    split = zoo.split()
+    side = {name: part for part, names in split.items() for name in names}
+    names = args.servers.split(",") if args.servers else [n for n in zoo.SERVERS
+                                                            if args.split == "all" or side.get(n) == args.split]
+    unknown = [n for n in names if n not in zoo.SERVERS]
+    if unknown:
+        parser.error(f"unknown zoo server(s): {', '.join(unknown)} (known: {', '.join(zoo.SERVERS)})")
+    started = time.time()
+    root = REPO / "runs" / "mcp_zoo_bench" / time.strftime("%Y%m%d-%H%M%S")
+    listed = ", ".join(f"{n} ({side.get(n, '?')})" for n in names)
+    print(f"cpu: {cpu()}; servers: {listed}; output under {root}", flush=True)
+    published = [n for n in names if n in zoo.PUBLISHED]
+    if published:
+        setup = subprocess.run([sys.executable, str(REPO / "benchmarks" / "mcp_zoo" / "setup.py"),
+                                "--servers", ",".join(published)], capture_output=True, text=True)
+        print(setup.stdout.strip().splitlines()[-1] if setup.stdout.strip() else setup.stderr[-500:], flush=True)
+    results = []
+    for name in names:
+        tools = tool_names(name)
+        try:
+            result = pipeline(name, args.n, overrides, root, args.val_limit, tools)
+        except StageFailed as exc:
+            # a stage that fails is the pipeline failing on this server: it scores 0, and the others still run
+            kept = kept_tools(root / name / "calls.jsonl") & set(tools)
+            result = {"server": name, "tools": len(tools), "tools_kept": len(kept), "base_success": None,
+                      "trained_success": 0.0, "error": str(exc)[-1500:]}
+            print(f"{name}: FAILED (scored 0) {result['error']}", flush=True)
+        result.update(split=side.get(name, "?"), n=args.n, overrides=overrides, cpu=cpu(), val_limit=args.val_limit,
+                      when=time.strftime("%Y-%m-%d %H:%M"))
+        results.append(result)
+        if "error" not in result:
+            print(f"{name} ({result['split']}): tools {result['tools_kept']}/{result['tools']}, tasks {result['tasks']}, "
+                  f"base {result['base_success']:.3f} -> trained {result['trained_success']:.3f}, "
+                  f"{result['minutes']} min", flush=True)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            with args.out.open("a") as handle:
+                handle.write(json.dumps(result) + "\n")
+    tools_total = sum(r["tools"] for r in results)
+    covered = f"{sum(r['tools_kept'] for r in results) / tools_total:.3f}" if tools_total else "n/a"
+    print(f"heldout_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'heldout'])} "
+          f"dev_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'dev'])} "
+          f"tools_covered={covered} minutes={(time.time() - started) / 60:.1f}")
+
+
+if __name__ == "__main__":
+    main()
