@@ -49,6 +49,10 @@ class GenerateTasksConfig(_Section):
     phrasings_per_call: int = Field(
         2, ge=1, le=10, description="--from-calls: most tasks made from one call or chain, each phrased anew, so "
         "that a tool with few working calls still gets its share of tasks (ajet.generate.schedule).")
+    refused_share: float = Field(
+        0.1, ge=0, le=0.5, description="--from-calls: most share of tasks about an id the server refused (the "
+        "same-shape ids `ajet generate explore` tries when it knows few): the answer reports the refusal, which "
+        "teaches a model to send the id the user gave, not the one id it saw in training.")
     phrasing: Literal["writer", "template"] = Field(
         "writer", description="--from-calls: writer: the question writer phrases each question (checked, the "
         "template when it fails); template: templated questions only (no model needed for phrasing).")

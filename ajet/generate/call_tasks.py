@@ -38,10 +38,11 @@ from rich.console import Console
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError, GenerateError
 from ajet.generate import natural, phrasing
-from ajet.generate.candidates import Candidate, candidates
+from ajet.generate.candidates import Candidate, candidates, refusals
 from ajet.generate.endpoint import endpoint_of, open_endpoint
+from ajet.generate.explore_values import arg_specs
 from ajet.generate.files import JsonlAppender, dropped_path, read_rows
-from ajet.generate.schedule import schedule
+from ajet.generate.schedule import schedule, with_refusals
 from ajet.judge.function_call import values_match
 
 console = Console()
@@ -81,18 +82,24 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         raise GenerateError(f"{calls_path}: line(s) {missing[:5]} lack id/tool/arguments; is it a call bank "
                             "written by `ajet generate explore`?")
     tools = await server_tools(server_of(cfg), cfg.base_dir)
-    descriptions = {t["function"]["name"]: t["function"].get("description") for t in tools}
+    # the first sentences say what a tool does; a megabyte of description must not cost minutes
+    descriptions = {t["function"]["name"]: str(t["function"].get("description") or "")[:natural.MAX_DESCRIPTION]
+                    for t in tools}
+    defaults = {t["function"]["name"]: {spec.name: spec.schema["default"] for spec in arg_specs(
+        t["function"].get("parameters")) if spec.schema.get("default") is not None} for t in tools}
     for row in bank:
         row["description"] = descriptions.get(row["tool"])
+        row["defaults"] = defaults.get(row["tool"]) or {}
     # how the server spells its words (USD, MMBtu): result keys are lowercase, questions are not
-    lex = natural.lexicon([str(t["function"].get("description") or "") for t in tools] + [
-        str(spec.get("description") or "") for t in tools
+    lex = natural.lexicon(list(descriptions.values()) + [
+        str(spec.get("description") or "")[:natural.MAX_DESCRIPTION] for t in tools
         for spec in ((t["function"].get("parameters") or {}).get("properties") or {}).values() if isinstance(spec, dict)])
     opts = cfg.generate.tasks
     report = CallTaskReport()
     rng = random.Random(seed)
     found = candidates(bank, opts.max_chain)
-    report.candidates = len(found)
+    refused = refusals(bank, [r for r in read_rows(dropped_path(calls_path)) if r.get("reason") == "refused_variant"])
+    report.candidates = len(found) + len(refused)
     with JsonlAppender(out, fresh) as kept, JsonlAppender(dropped_path(out), fresh) as dropped:
         done = {(r.get("metadata") or {}).get("candidate") for r in kept.existing} | {
             r.get("candidate") for r in dropped.existing}
@@ -102,7 +109,8 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
             console.print(f"{out} already has {report.resumed} tasks (asked for {n}); nothing to do")
             return report
         # the whole plan, then what is left of it: the schedule is seeded, so a rerun resumes the same order
-        plan = [c for c in schedule(found, n + n // 2, opts.chain_share, rng, opts.phrasings_per_call)
+        plan = [c for c in with_refusals(schedule(found, n + n // 2, opts.chain_share, rng, opts.phrasings_per_call),
+                                         refused, opts.refused_share, rng)
                 if c.key not in done]
         console.print(f"{len(bank)} calls, {len(found)} candidate tasks; phrasing {len(plan)} for {needed} tasks "
                       f"({report.resumed} already in {out})")
@@ -180,14 +188,13 @@ async def _decide(cfg: AjetConfig, cand: Candidate, tools: list[dict], names: li
 
 def template_question(cand: Candidate, tool_names: list[str], rng: random.Random, lex: dict[str, str]) -> str:
     """A templated question for `cand`: one of the forms users write (ajet.generate.natural) that passes
-    the checks, else the plain form (phrasing.template_question), which always does."""
+    the checks, else the plain form (phrasing.plain_question), which always does."""
     mention, hidden = cand.mention(), cand.hidden()
     found = natural.families(cand.steps, cand.path, cand.value, mention, cand.field, lex, rng)
     question = natural.pick(found, lambda q: phrasing.question_problem(q, mention, hidden, tool_names) is None, rng)
     if question is not None:
         return question
-    return phrasing.template_question(phrasing.first_clause(cand.steps[-1].get("description")), cand.field,
-                                      mention, rng, cand.steps[0].get("description"))
+    return phrasing.plain_question(cand.field, mention, rng)
 
 
 async def _write_question(cfg: AjetConfig, writer: Any, cand: Candidate, field_words: str, mention: dict[str, Any],
@@ -230,7 +237,10 @@ async def round_trip(cfg: AjetConfig, teacher: Any, question: str, tools: list[d
 def task_row(cand: Candidate, question: str, how: str, writer: str | None) -> dict[str, Any]:
     digest = hashlib.sha1(f"{cand.key}|{question}".encode("utf-8")).hexdigest()[:12]
     gold = [{"name": s["tool"], "arguments": s["arguments"]} for s in cand.steps]
-    return {"task_id": f"call-{digest}", "query": question, "answer": {"calls": gold, "final": cand.value},
-            "metadata": {"tools": cand.tools, "num_calls": len(cand.steps), "source": "call_first", "phrasing": how,
-                         "writer": writer, "candidate": cand.key, "target": cand.path,
-                         "gold": [{**g, "content": s.get("content", "")} for g, s in zip(gold, cand.steps)]}}
+    row = {"task_id": f"call-{digest}", "query": question, "answer": {"calls": gold, "final": cand.final},
+           "metadata": {"tools": cand.tools, "num_calls": len(cand.steps), "source": "call_first", "phrasing": how,
+                        "writer": writer, "candidate": cand.key, "target": cand.path,
+                        "gold": [{**g, "content": s.get("content", "")} for g, s in zip(gold, cand.steps)]}}
+    if cand.refused is not None:  # the server refused the id: the answer says so (constructed.final_sentence)
+        row["metadata"]["refused"] = cand.refused
+    return row

@@ -16,21 +16,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
+from ajet.generate.result_data import same_value, structured, under
+from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
 
 
 @dataclass
 class Candidate:
-    """Calls in order, and the path of the answer in the last call's result."""
+    """Calls in order, and the path of the answer in the last call's result. A refused candidate
+    (`refused`: the server's answer to an id it does not know, ajet.generate.explore's `vary`) asks
+    what its kept twin asks (`path`, `value` of that call), about the id the server refused."""
 
     steps: list[dict[str, Any]]
     path: list[Any]
     value: Any
     variant: int = 0  # the same calls phrased again (ajet.generate.schedule): a task of its own
+    refused: str | None = None  # the refusal's text (an error, or 'no result'), for a refused candidate
+    varied: str | None = None  # the argument a refused candidate varies
 
     @property
     def key(self) -> str:
         ids = [s["id"] for s in self.steps]
+        if self.refused is not None:  # refused ids are numbered per file: the arguments say which call
+            ids = [json.dumps([s["tool"], s["arguments"]], sort_keys=True) for s in self.steps]
         return json.dumps([ids, self.path, self.variant] if self.variant else [ids, self.path])
 
     @property
@@ -67,12 +75,19 @@ class Candidate:
                  for i, step in enumerate(self.steps[:-1])] + [(self.steps[-1], self.path)]
         for step, path in picks:
             label = item_label(parsed_result(step), path or [])
-            if label and not any(values_match(label[1], v) for v in given.values()):
+            if label and label != AMBIGUOUS and not any(values_match(label[1], v) for v in given.values()):
                 given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
         return given
 
+    @property
+    def final(self) -> Any:
+        """The reference answer: the value asked for, or for a refused candidate the id that was refused."""
+        return self.steps[0]["arguments"][self.varied] if self.refused is not None else self.value
+
     def hidden(self) -> list[Any]:
         """Values the user cannot know: the answer, and what a chain passes from one call to the next."""
+        if self.refused is not None:
+            return []
         values = [self.value]
         for step in self.steps[1:]:
             for link in step.get("inputs_from") or []:
@@ -81,27 +96,32 @@ class Candidate:
 
 
 def parsed_result(step: dict[str, Any]) -> Any:
-    result = step.get("result")
-    if isinstance(result, str):
-        try:
-            return json.loads(result)
-        except ValueError:
-            return result
-    return result
+    """A bank row's result as data (JSON text parsed, labelled lines as records: result_data.structured)."""
+    return structured(step.get("result"))
+
+
+_LABELS = ("title", "name", "label")
+AMBIGUOUS = ("", "")  # item_label's answer for a record that nothing in it names
 
 
 def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
     """The (key, text) naming the list record `path` runs through, when the list holds several: its
-    `title` or `name` ({"loans": [{"loan_id", "title": "Dune", ...}, ...]} -> ("title", "Dune"))."""
+    `title`, `name` or `label` ({"loans": [{"loan_id", "title": "Dune", ...}, ...]} -> ("title", "Dune")),
+    else its id ('id': 'O-5'); the key asked for is never its own label. AMBIGUOUS when nothing names
+    the record ("Ada's order total" when Ada has two orders): no question can say which one."""
     node = result
     for i, step in enumerate(path):
         if isinstance(node, list) and isinstance(step, int) and step < len(node):
             item = node[step]
-            if len(node) > 1 and isinstance(item, dict) and (path[i + 1:i + 2] or [None])[0] not in ("title", "name"):
-                for key in ("title", "name"):
-                    text = item.get(key)
-                    if isinstance(text, str) and 0 < len(text) <= 60:
-                        return key, text
+            if len(node) > 1:
+                asked = (path[i + 1:i + 2] or [None])[0]
+                if not isinstance(item, dict):
+                    return AMBIGUOUS
+                label = _record_label(item, asked)
+                if label is None:
+                    return AMBIGUOUS
+                if len(path) == i + 2 or not isinstance(item.get(asked), (dict, list)):
+                    return label
             node = item
         elif isinstance(node, dict) and step in node:
             node = node[step]
@@ -110,10 +130,26 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
     return None
 
 
+def _record_label(item: dict[str, Any], asked: Any) -> tuple[str, str] | None:
+    """The field that names one record: a title or name first, else an id-like key."""
+    for key in _LABELS:
+        text = item.get(key)
+        if key != asked and isinstance(text, str) and 0 < len(text) <= 60:
+            return key, text
+    for key, value in item.items():
+        if key != asked and isinstance(value, (str, int)) and not isinstance(value, bool) \
+                and _words(key) & {"id", "code", "sku", "number", "key"} | ({"id"} if key == "id" else set()):
+            return str(key), str(value)
+    return None
+
+
 def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
     """The values of a result a question can ask for: scalar leaves that are not an argument echoed
-    back, numbers first (they are what a judge can check exactly)."""
+    back, not an argument's default said back, and not a value that changed when the call was made
+    again (`volatile`), numbers first (they are what a judge can check exactly)."""
     found: list[tuple[list[Any], Any]] = []
+    volatile = step.get("volatile")
+    defaults = step.get("defaults") or {}
 
     def walk(node: Any, path: list[Any], depth: int) -> None:
         if isinstance(node, dict) and depth < 4:
@@ -127,6 +163,11 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
                 return
             if any(values_match(node, arg) for arg in step["arguments"].values()):
                 return  # the call's own input: asking for it is no question
+            if under(path, volatile):
+                return  # it changes between identical calls: no reference answer
+            if any(same_value(node, default) and (isinstance(node, str) or _words(name) & _words(path[-1]))
+                   for name, default in defaults.items()):
+                return  # an argument's default said back ('units': 'metric'): the user never asked for it
             found.append((path, node))
 
     walk(parsed_result(step), [], 0)
@@ -240,6 +281,18 @@ def unpaired(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
+    """Whether step `i` of a chain is passed a value that an earlier step was given, or one that changed
+    between identical calls: a chain only where a value passes that the user could not have given."""
+    given = [v for step in chain[:i] for v in step["arguments"].values() if not isinstance(v, (dict, list))]
+    for link in chain[i].get("inputs_from") or []:
+        passed = chain[i]["arguments"].get(link["argument"])
+        source = next((step for step in chain[:i] if step["id"].split("~")[0] == link["call"]), None)
+        if any(same_value(passed, v) for v in given) or (source is not None and under(link["path"], source.get("volatile"))):
+            return True
+    return False
+
+
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
     return [(path, v) for path, v in leaves if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
@@ -275,13 +328,44 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     for chain in chains:
         if any(_is_wildcard(step) for step in chain):
             continue  # a one-letter search made to discover ids: no question a user asks
+        if any(_passes_given(chain, i) for i in range(1, len(chain))):
+            continue  # a link passes what the user gave (an id echoed back): the first call is needless
+        if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [])
+               == AMBIGUOUS for i, step in enumerate(chain[:-1])):
+            continue  # it passes one record of several that nothing names: "her order's status" when she has two
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
         returned = [(path[-1], leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
+        last = parsed_result(chain[-1])
         for path, value in answer_paths(chain[-1]):
+            if item_label(last, path) == AMBIGUOUS:
+                continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == path[-1] and values_match(value, v) for key, v in returned)):
                 continue
             found.append(Candidate(chain, path, value))
     return found
+
+
+def refusals(bank: list[dict[str, Any]], refused_rows: list[dict[str, Any]]) -> list[Candidate]:
+    """Candidates from the calls `ajet generate explore` varied and the server refused (its dropped file's
+    `refused_variant` rows): each asks what the first single-call question of the kept call it varies
+    asks, about the refused id; the answer reports the refusal (the text the agent saw)."""
+    by_id = {row["id"]: row for row in bank}
+    out = []
+    for i, row in enumerate(refused_rows):
+        base = by_id.get(row.get("variant_of"))
+        if base is None:
+            continue
+        varied = next((k for k, v in row["arguments"].items() if base["arguments"].get(k) != v), None)
+        paths = answer_paths(base)
+        if varied is None or not paths:
+            continue
+        path, value = paths[0]
+        step = {**row, "id": f"r{i:04d}", "result": None, "inputs_from": [], "origin": {},
+                "description": base.get("description"), "defaults": base.get("defaults") or {}}
+        text = result_error(row.get("content")) or row.get("error") or "no result"
+        out.append(Candidate([step], path, value, refused="no result" if text == "says nothing" else str(text),
+                             varied=varied))
+    return out

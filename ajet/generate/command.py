@@ -115,10 +115,17 @@ def _explore(argv: list[str]) -> int:
         table.add_row(f"dropped: {reason}", str(count))
     for tool, count in report["per_tool"].items():
         table.add_row(f"kept: {tool}", str(count))
+    not_tried = set(report["not_tried"])
     for tool, why in report["no_working_call"].items():
-        table.add_row(f"no working call: {tool}", why)
+        if tool not in not_tried:
+            table.add_row(f"no working call: {tool}", why)
     console = Console()
     console.print(table)
+    if not_tried:
+        names = ", ".join(report["not_tried"][:8]) + (", ..." if len(not_tried) > 8 else "")
+        console.print(f"[yellow]the call budget ran out before {len(not_tried)} of {report['tools']} tools were "
+                      f"called ({names}): raise generate.explore.max_calls (now {cfg.generate.explore.max_calls}); "
+                      f"a second run with the same --out goes on from here[/yellow]")
     console.print(f"wrote {out} (failed calls and reasons: {out.name}.dropped.jsonl)")
     console.print(json.dumps(report), soft_wrap=True)  # one line, for scripts
     return 0

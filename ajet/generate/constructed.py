@@ -49,6 +49,9 @@ async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: 
     the reasons the teacher's sentence was not used."""
     value = task.answer["final"]
     field_words = phrasing.field_name(task.metadata.get("target") or [])
+    if task.metadata.get("refused") is not None:  # the server refused the id: say so, in the server's words
+        counts["refusal"] += 1
+        return phrasing.refusal_sentence(field_words, value, str(task.metadata["refused"]))
     fallback = phrasing.template_sentence(field_words, value, task.metadata["gold"][0].get("arguments") or {})
     if engine is None:
         counts["template"] += 1

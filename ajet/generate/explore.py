@@ -38,12 +38,14 @@ from rich.console import Console
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
-from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, description_values, feeds,
-                                          generic_values, hint_values, hinted_arguments, item_spec, leaves,
-                                          probe_value, schema_values, shared_paths, significant, tokens,
+from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, feeds, generic_values, item_spec,
+                                          leaves, probe_value, schema_values, shared_paths, significant, tokens,
                                           value_key)
 from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.generate.result_data import changed_paths, same_value, says_nothing, under
 from ajet.generate.server import server_of
+from ajet.generate.text_values import (ID_SHAPE, description_values, hint_values, hinted_arguments, id_variants,
+                                       is_id_argument)
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
 console = Console()
@@ -52,26 +54,34 @@ _OMIT = Value(None, "omitted")  # an optional argument left out of a call
 _RANK = {origin: i for i, origin in enumerate(ORIGINS)}
 _LOOSE_MAX = 40  # string values kept for free-text arguments that accept anything
 _MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
+_FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
+_VARIANTS = 3  # variants tried per such argument
+_SAYS_NOTHING = "says nothing"  # the drop's error text for a result that tells nothing (result_data.says_nothing)
 
 
 @dataclass
 class ExploreReport:
-    """What `ajet generate explore` did: calls kept, run, dropped by reason, kept per tool, and the
-    tools left without a working call (with why)."""
+    """What `ajet generate explore` did: calls kept, run, rechecked (each kept call is made twice) and
+    found to change between the two (`volatile`), dropped by reason, kept per tool, the tools left
+    without a working call (with why), and those never called because the budget ran out first."""
 
     tools: int = 0
     kept: int = 0
     resumed: int = 0
     calls: int = 0
+    rechecks: int = 0
+    volatile: int = 0
     wall_s: float = 0.0
     dropped: Counter = field(default_factory=Counter)
     per_tool: Counter = field(default_factory=Counter)
     no_working_call: dict[str, str] = field(default_factory=dict)
+    not_tried: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tools": self.tools, "kept": self.kept, "resumed": self.resumed, "calls": self.calls,
-                "wall_s": round(self.wall_s, 2), "dropped": dict(self.dropped), "per_tool": dict(self.per_tool),
-                "no_working_call": dict(self.no_working_call)}
+                "rechecks": self.rechecks, "volatile": self.volatile, "wall_s": round(self.wall_s, 2),
+                "dropped": dict(self.dropped), "per_tool": dict(self.per_tool),
+                "no_working_call": dict(self.no_working_call), "not_tried": list(self.not_tried)}
 
 
 @dataclass
@@ -100,6 +110,8 @@ def drop_reason(outcome: Any, probed: list[str]) -> str:
         return "timeout"
     if outcome.result is None:  # the server flagged an error, or the call raised
         return "invalid_arguments" if "validation error" in error.casefold() else "tool_error"
+    if error == _SAYS_NOTHING:
+        return "says_nothing"
     return "empty_result" if error == "empty result" else "error_result"
 
 
@@ -126,6 +138,7 @@ class Explorer:
         self.probed: set[tuple[str, str]] = set()
         self.loose: dict[str, Value] = {}
         self.call_tool: dict[str, str] = {}  # kept call id -> its tool
+        self.kept_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)  # tool -> its kept calls
         self.next_id = 1
         self.report = ExploreReport(tools=len(self.tools))
         wargs = cfg.workflow_args
@@ -164,10 +177,15 @@ class Explorer:
         """True for a value this tool returned itself."""
         return value is not _OMIT and bool(value.source) and self.call_tool.get(value.source.get("call")) == tool_name
 
-    def learn_result(self, call_id: str, tool_name: str, result: Any) -> None:
-        """Feed the values of a kept result to every argument they fit (and to free-text arguments)."""
+    def learn_result(self, row: dict[str, Any]) -> None:
+        """Feed the values of a kept call's result to every argument they fit (and to free-text
+        arguments); not the call's own arguments echoed back (the user gave those: passing one on makes
+        no chain), nor a value that changed when the call was made again (a clock, a random quote)."""
+        call_id, tool_name = str(row.get("id")), str(row.get("tool"))
         self.call_tool[call_id] = tool_name
-        found = leaves(result, tool_name)
+        given = [v for v in (row.get("arguments") or {}).values() if not isinstance(v, (dict, list))]
+        found = [leaf for leaf in leaves(row.get("result"), tool_name)
+                 if not under(leaf.path, row.get("volatile")) and not any(same_value(leaf.value, g) for g in given)]
         shared = shared_paths(found)
 
         def graph_value(leaf: Any, value: Any) -> Value:
@@ -199,7 +217,8 @@ class Explorer:
             tool = self.by_name.get(row.get("tool"))
             self._seen(row)
             if tool is not None:
-                self.learn_result(str(row.get("id")), tool.name, row.get("result"))
+                self.learn_result(row)
+                self.kept_rows[tool.name].append(row)
                 self.report.per_tool[tool.name] += 1
             number = re.fullmatch(r"c(\d+)", str(row.get("id")))
             if number:
@@ -233,8 +252,10 @@ class Explorer:
         return self.opts.max_calls - sum(self.count.values())
 
     async def run(self, client: Any, tool: _Tool, arguments: dict[str, Any], origin: dict[str, str],
-                  inputs_from: list[dict[str, Any]], probed: list[str] | None = None) -> bool:
-        """Run one call and file it; True when it was kept."""
+                  inputs_from: list[dict[str, Any]], probed: list[str] | None = None,
+                  variant_of: str | None = None) -> bool:
+        """Run one call and file it; True when it was kept. `variant_of`: the kept call this one varies
+        (`vary`): refused, it is filed as `refused_variant` with the text the agent would see."""
         from ajet.workflows.mcp_client import call_tool
 
         probed = probed or []
@@ -246,7 +267,13 @@ class Explorer:
         for arg, value in arguments.items():
             self.used[(tool.name, arg)].add(value_key(value))
         outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+        if outcome.error is None and not probed and says_nothing(outcome.result, arguments):
+            outcome.error = _SAYS_NOTHING  # ran, but no reference: an empty list, the arguments echoed back
         if outcome.error is None and not probed:
+            # the same call again: what changed between the two is never an answer nor passed on
+            again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+            self.report.rechecks += 1
+            volatile = changed_paths(outcome.result, again.result) if again.error is None else [()]
             call_id = f"c{self.next_id:04d}"
             self.next_id += 1
             row = {"id": call_id, "tool": tool.name, "arguments": arguments, "content": outcome.content,
@@ -255,16 +282,23 @@ class Explorer:
                 row["truncated"] = True
             if outcome.not_shown:  # an image, audio or binary block the model sees as a placeholder only
                 row["not_shown"] = outcome.not_shown
+            if volatile:
+                row["volatile"] = [list(path) for path in volatile]
+                self.report.volatile += 1
             self.kept.write(row)
             self.report.kept += 1
             self.report.per_tool[tool.name] += 1
-            self.learn_result(call_id, tool.name, outcome.result)
+            self.kept_rows[tool.name].append(row)
+            self.learn_result(row)
             return True
         reason = drop_reason(outcome, probed)
         self.timeouts[tool.name] += _timed_out(outcome.error)
         row = {"tool": tool.name, "arguments": arguments, "reason": reason, "error": outcome.error}
         if probed:
             row["probe"] = probed
+        if variant_of is not None and reason in ("error_result", "tool_error", "says_nothing", "empty_result"):
+            row.update(reason="refused_variant", refused=reason, content=outcome.content, variant_of=variant_of)
+            reason = "refused_variant"
         self.dropped.write(row)
         self.report.dropped[reason] += 1
         if outcome.error is not None:
@@ -294,7 +328,8 @@ class Explorer:
                             arguments[other.name] = pool[0].value
                         elif other.type in ("string", None):
                             arguments[other.name] = probe_value(other.name)
-                if all(s.name in arguments for s in tool.specs if s.required) and self.budget_left() > 0 \
+                # probes never take the call a tool not yet called needs: the budget is shared fairly
+                if all(s.name in arguments for s in tool.specs if s.required) and self.budget_left() > self._owed() \
                         and value_key([tool.name, arguments]) not in self.tried:
                     await self.run(client, tool, arguments, {}, [], probed=[spec.name])
 
@@ -322,8 +357,17 @@ class Explorer:
                   for a, pool in pools.items()}
         unused = {a: u for a, u in unused.items() if any(v is not _OMIT for v in u)}
         for i in range(max((len(u) for u in unused.values()), default=0)):
-            combos.append(_cohere({a: unused[a][(i + j) % len(unused[a])] if a in unused else self.rng.choice(pool)
-                                   for j, (a, pool) in enumerate(pools.items())}, pools))
+            combo: dict[str, Value] = {}
+            for j, (a, pool) in enumerate(pools.items()):
+                if a not in unused:
+                    combo[a] = self.rng.choice(pool)
+                    continue
+                options = unused[a]
+                texts = {v.value for v in combo.values() if isinstance(v.value, str)}
+                # the next value not already given to another argument: comparing Dallas with Dallas is no question
+                combo[a] = next((options[(i + j + k) % len(options)] for k in range(len(options))
+                                 if options[(i + j + k) % len(options)].value not in texts), options[(i + j) % len(options)])
+            combos.append(_cohere(combo, pools))
         for _ in range(20 * allowance):
             combo = _cohere({a: self.rng.choice(pool) for a, pool in pools.items()}, pools)
             texts = [v.value for v in combo.values() if isinstance(v.value, str)]
@@ -343,16 +387,29 @@ class Explorer:
                 break
         return planned
 
+    def _owed(self) -> int:
+        """Tools that have had no real call yet (probes aside) and may still get one: each is owed one
+        call of the budget before any tool gets a second."""
+        return sum(1 for t in self.tools if self.count[t.name] == self.probes[t.name]
+                   and self.timeouts[t.name] < _MAX_TIMEOUTS)
+
     async def explore(self, client: Any) -> None:
         if self.opts.probe:
             await self.probe(client)
         per_tool, rounds = self.opts.max_calls_per_tool, self.opts.rounds
+        await self._rounds(client, per_tool, rounds)
+        await self.vary(client)
+
+    async def _rounds(self, client: Any, per_tool: int, rounds: int) -> None:
         for r in range(rounds):
             ran, limited = 0, False
-            for tool in self.tools:
+            # tools never called go first: when the budget cannot reach every tool, as many get a call as it allows
+            order = sorted(self.tools, key=lambda t: self.count[t.name] > self.probes[t.name])
+            for i, tool in enumerate(order):
                 # probes do not eat into a pass's share, only into the tool's and the run's budget
                 share = math.ceil(per_tool * (r + 1) / rounds) - (self.count[tool.name] - self.probes[tool.name])
-                allowance = min(share, per_tool - self.count[tool.name], self.budget_left())
+                fair = max(1, self.budget_left() // (len(order) - i))  # the rest of the budget split over the rest
+                allowance = min(share, per_tool - self.count[tool.name], self.budget_left(), fair)
                 if allowance <= 0:
                     limited = limited or self.count[tool.name] < per_tool
                     continue
@@ -366,12 +423,40 @@ class Explorer:
             if (ran == 0 and not limited) or self.budget_left() <= 0:
                 break
 
+    async def vary(self, client: Any) -> None:
+        """Values of the same shape for an id argument whose kept calls know few values (`_FEW`): a
+        bank with one customer id teaches a model that constant, whatever the user says. Each variant
+        ('X-1234' -> 'X-5831') is called once, the rest of the arguments as a kept call had them: a
+        real result is kept as any call; a refusal (the server's own error, or a result that says
+        nothing) is filed as `refused_variant` with the text the agent sees, and becomes a task whose
+        answer reports it (ajet.generate.call_tasks), so the model learns to copy the user's id."""
+        for tool in self.tools:
+            rows = self.kept_rows[tool.name]
+            for spec in tool.specs:
+                known = sorted({str(r["arguments"][spec.name]) for r in rows if isinstance(
+                    r["arguments"].get(spec.name), str) and ID_SHAPE.fullmatch(r["arguments"][spec.name])})
+                if not is_id_argument(spec) or not 1 <= len(known) <= _FEW:
+                    continue
+                base = next(r for r in rows if r["arguments"].get(spec.name) == known[0])
+                # seeded by what they vary, not by the run's sampling: a resumed run draws the same ids
+                rng = random.Random(value_key([self.opts.seed, tool.name, spec.name, known[0]]))
+                for variant in id_variants(known[0], _VARIANTS, rng, exclude=set(known)):
+                    arguments = {**base["arguments"], spec.name: variant}
+                    if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                        continue
+                    await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [],
+                                   variant_of=str(base["id"]))
+
     def finish(self) -> None:
-        """Name the tools left without a working call, and why."""
+        """Name the tools left without a working call, and why; and those the budget never reached."""
         for tool in self.tools:
             if self.report.per_tool[tool.name]:
                 continue
-            if tool.name in self.blocked and not self.errors[tool.name]:
+            if self.count[tool.name] == self.probes[tool.name] and self.budget_left() <= 0:
+                self.report.not_tried.append(tool.name)
+                self.report.no_working_call[tool.name] = (
+                    f"not called: the budget (generate.explore.max_calls={self.opts.max_calls}) ran out first")
+            elif tool.name in self.blocked and not self.errors[tool.name]:
                 self.report.no_working_call[tool.name] = self.blocked[tool.name]
             else:
                 common = _commonest(self.errors[tool.name], 1)

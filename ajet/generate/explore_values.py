@@ -3,15 +3,15 @@
     schema_enum      enum, const, a boolean's true/false
     schema_default   default
     schema_example   examples, and values inside minimum/maximum
-    description      the argument's description ("e.g. Boston", 'A-1001', "East, Midwest or Pacific",
-                     "2019 to 2023"), and the tool's ("Units: MMBtu, therm, kWh" feeds from_unit/to_unit)
-    error_hint       error messages: "unknown city 'x'; known citys: Houston, Dallas, ..."
+    description      the argument's description and the tool's (ajet.generate.text_values: examples,
+                     quoted values, lists, ranges, bare ids, dates, times, formats)
+    error_hint       error messages (ajet.generate.text_values): "unknown city 'x'; known cities: ..."
     graph            a value an earlier result returned under a matching key (customer_id <- the id
                      of a customer; price <- price_usd_per_mmbtu)
     generic          numbers with no hint (1, 2.5, 10, 100), formats (a date, an email), plain values
-                     for common names (city: Boston, country: France)
+                     for common names (city: Lisbon, country: Japan)
 
-Every function here is pure: text and schemas in, values out. `explore.py` runs the calls.
+Every function here is pure: schemas and results in, values out. `explore.py` runs the calls.
 """
 
 from __future__ import annotations
@@ -22,41 +22,35 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ajet.generate.result_data import structured
+
 ORIGINS = ("schema_enum", "schema_default", "schema_example", "description", "error_hint", "graph", "generic",
            "wildcard")
 
 _STOP = {"a", "b", "c", "x", "y", "z", "the", "of", "per", "from", "to", "in", "by", "for", "and", "or", "with",
          "at", "on", "get", "list", "fetch", "find", "search", "show", "new", "old", "is", "an"}
-_EG = re.compile(r"\b(?:e\.\s?g\.|eg\.|for example|for instance|such as)\s*[,:]?\s*([^;)\n]*?)(?=[;)\n]|\.\s|\.$|$)",
-                 re.IGNORECASE)
-_QUOTED = re.compile(r"(?<![A-Za-z0-9])'([^'\n]{1,40})'(?![A-Za-z0-9])|\"([^\"\n]{1,40})\"|`([^`\n]{1,40})`")
 _NUM = r"-?\d+(?:\.\d+)?"
-_RANGE = re.compile(rf"(?<![\w.-])(?:between\s+({_NUM})\s+and\s+({_NUM})"
-                    rf"|({_NUM})\s*(?:to|through|–|-|\.\.)\s*({_NUM}))(?!\w|\.\d)", re.IGNORECASE)
-_SENTENCE = re.compile(r"(?<!\d)\.(?:\s+|$)|;|\n")
-_HINT_COLON = re.compile(r"\b(?:known|valid|available|allowed|supported|accepted|possible|expected|options|choices|"
-                         r"choose from|one of|try)\b[^:;.\n]{0,40}?:\s*([^;\n]+)", re.IGNORECASE)
-_HINT_BARE = re.compile(r"\b(?:one of|should be|must be|choose from|expected|valid values are|try)\s+([^:;\n]+)",
-                        re.IGNORECASE)
 _GENERIC_NUMBERS = {"integer": [1, 2, 10, 100], "number": [1, 2.5, 10, 100]}
 # Plain values for common argument names, the most specific word first: the last resort for a
-# free-text argument that the server accepts anything for, or that no other source names.
+# free-text argument that the server accepts anything for, or that no other source names. None of
+# them is a value of a server this project was tuned on: a fallback that happens to be one would
+# make that server look easier than a user's.
 _NAMED = {"email": "alice@example.com", "username": "alice", "user": "alice", "first": "Alice", "last": "Smith",
-          "name": "Alice", "city": "Boston", "town": "Boston", "place": "Boston", "location": "Boston",
-          "address": "1 Main Street, Boston", "county": "Cook County", "state": "Texas", "country": "France",
-          "region": "Europe", "language": "en", "lang": "en", "locale": "en-US", "currency": "USD",
-          "ticker": "AAPL", "symbol": "AAPL", "date": "2024-01-15", "day": "2024-01-15", "time": "12:00",
+          "name": "Alice", "city": "Lisbon", "town": "Lisbon", "place": "Lisbon", "location": "Lisbon",
+          "address": "1 Main Street", "county": "Kings County", "state": "Ohio", "country": "Japan",
+          "region": "North", "language": "en", "lang": "en", "locale": "en-US", "currency": "EUR",
+          "ticker": "MSFT", "symbol": "MSFT", "date": "2025-06-02", "day": "2025-06-02", "time": "09:30",
           "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue"}
 # A free-text argument that searches (a query, a name to look up): a one-letter query matches most
 # records of a server that searches by substring, which is how a list with real ids and names comes
 # back when no description names a value. Calls made with them are for discovery only (origin
 # "wildcard": no task is written from them).
-_SEARCH_WORDS = {"query", "q", "search", "keyword", "term", "text", "name", "title", "author", "pattern", "filter"}
+_SEARCH_WORDS = {"query", "q", "search", "keyword", "term", "text", "name", "pattern", "filter"}
 _WILDCARDS = ["a", "e"]
-# Result fields whose text a search argument can take back: a title or a name seen in one result is
-# a query another call can search for.
-_SEARCHABLE_KEYS = {"title", "name", "author"}
-_FORMATS = {"date": "2024-01-15", "date-time": "2024-01-15T12:00:00Z", "time": "12:00:00", "email": "user@example.com",
+# Result fields that name their record: a name or a title seen in one result is a query another
+# call can search for.
+_LABEL_KEYS = {"title", "name", "label"}
+_FORMATS = {"date": "2025-06-02", "date-time": "2025-06-02T09:30:00Z", "time": "09:30:00", "email": "user@example.com",
             "uri": "https://example.com", "url": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000001"}
 
 
@@ -210,7 +204,7 @@ def schema_values(spec: ArgSpec) -> list[Value]:
     schema = spec.schema
     item = item_spec(spec)
     if item is not None:
-        wrapped = [Value([v.value], v.origin) for v in schema_values(item) + description_values(item, "", [item])]
+        wrapped = [Value([v.value], v.origin) for v in schema_values(item)]
         return typed([schema["default"]], spec, "schema_default") + wrapped if "default" in schema else wrapped
     out = typed(list(schema.get("enum") or []), spec, "schema_enum")
     if "const" in schema:
@@ -269,7 +263,7 @@ def generic_values(spec: ArgSpec) -> list[Value]:
         inner_specs = arg_specs(spec.schema)
         value = {}
         for inner in (s for s in inner_specs if s.required):
-            found = schema_values(inner) + description_values(inner, "", inner_specs) + generic_values(inner)
+            found = schema_values(inner) + generic_values(inner)
             if not found:
                 return []
             value[inner.name] = found[0].value
@@ -277,147 +271,12 @@ def generic_values(spec: ArgSpec) -> list[Value]:
     return []
 
 
-# ----------------------------------------------------------------------- descriptions
-
-
-@dataclass
-class Mention:
-    """Values a text names, with the words that introduce them (`label`: 'Units' in 'Units: kWh, GJ')."""
-
-    values: list[Any]
-    label: str
-    context: str
-    kind: str  # example | quoted | list | range
-
-
-def text_mentions(text: str) -> list[Mention]:
-    """The example values, quoted values, lists and numeric ranges a description names."""
-    found: list[Mention] = []
-    for m in _EG.finditer(text):
-        items = split_items(m.group(1), max_words=4)
-        if items:
-            found.append(Mention(items, "", text[:m.start()], "example"))
-    rest = _EG.sub(" ", text)
-    for m in _QUOTED.finditer(rest):
-        found.append(Mention([next(g for g in m.groups() if g is not None)], "", rest[:m.start()], "quoted"))
-    for m in _RANGE.finditer(rest):
-        low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        found.append(Mention([float(low), float(high)], "", rest[:m.start()], "range"))
-    for sentence in _SENTENCE.split(_QUOTED.sub(" ", rest)):
-        clauses = [(m.group(1), sentence[:m.start()]) for m in re.finditer(r"\(([^()]*)\)", sentence)]
-        clauses.append((re.sub(r"\([^()]*\)", " ", sentence), ""))
-        for body, before in clauses:
-            label, _, listed = body.rpartition(":") if ":" in body else ("", "", body)
-            items = _list_items(listed)
-            if items:
-                found.append(Mention(items, (label or before).strip(), (label or before), "list"))
-    return found
-
-
-def split_items(text: str, max_words: int) -> list[str]:
-    """'A, B or C' / "['a', 'b']" -> items, or [] when any item is too long to be a value."""
-    text = text.strip().strip("[](){}").strip().rstrip(".").strip()
-    parts = re.split(r"\s*,\s*(?:or\s+|and\s+)?|\s+or\s+|\s+and\s+|\s*\|\s*", text)
-    items = [p.strip().strip("'\"`").strip() for p in parts]
-    items = [i for i in items if i]
-    if not items or any(len(i.split()) > max_words or len(i) > 40 for i in items):
-        return []
-    return items
-
-
-def _list_items(text: str) -> list[str]:
-    items = split_items(text, max_words=3)
-    # three or more, or two joined by 'or': "Bcf and percent full" is a phrase, not a choice
-    if len(items) >= 3 or (len(items) == 2 and re.search(r"\sor\s", text)):
-        return items
-    return []
-
-
-def expand(values: list[Any], spec: ArgSpec, kind: str) -> list[Any]:
-    """A range's values for a numeric argument; other mentions as they are."""
-    if kind == "range":
-        return in_range(values[0], values[1], spec.type) if spec.type in ("integer", "number") else []
-    out: list[Any] = []
-    for value in values:
-        ranged = _RANGE.fullmatch(str(value).strip()) if spec.type in ("integer", "number") else None
-        if ranged:
-            low, high = (ranged.group(1), ranged.group(2)) if ranged.group(1) else (ranged.group(3), ranged.group(4))
-            out += in_range(float(low), float(high), spec.type)
-        else:
-            out.append(value)
-    return out
-
-
-def description_values(spec: ArgSpec, tool_description: str, all_specs: list[ArgSpec]) -> list[Value]:
-    """Values the argument's own description names, then those of the tool's description that are
-    about this argument: a list labelled with every word of the argument's name ('Units: ...' for
-    from_unit), or an example, quoted value or range after those words (or in a one-argument tool)."""
-    name_words = significant(tokens(spec.name)) or tokens(spec.name)
-    raw: list[Any] = []
-    for mention in text_mentions(spec.description):
-        raw += expand(mention.values, spec, mention.kind)
-    for mention in text_mentions(tool_description):
-        if mention.kind == "list":
-            about = name_words <= tokens(mention.label)
-        else:
-            about = name_words <= tokens(mention.context) or len(all_specs) == 1
-        if about:
-            raw += expand(mention.values, spec, mention.kind)
-    return typed(raw, spec, "description")
-
-
-# ----------------------------------------------------------------------- error messages
-
-
-def hint_items(message: str) -> list[str]:
-    """Valid values an error message lists: 'known citys: A, B', 'valid values: ...', "one of 'a', 'b'",
-    'years available: 2019-2023'."""
-    message = re.split(r"\s\[type=", message)[0]
-    found: list[str] = []
-    for m in _HINT_COLON.finditer(message):
-        found += split_items(m.group(1), max_words=4)
-    for m in _HINT_BARE.finditer(message):
-        body = m.group(1)
-        quoted = [next(g for g in q.groups() if g is not None) for q in _QUOTED.finditer(body)]
-        if quoted:
-            found += quoted
-        elif body.strip().startswith("["):
-            found += split_items(body, max_words=4)
-    return list(dict.fromkeys(found))
+# ----------------------------------------------------------------------- probes
 
 
 def probe_value(name: str) -> str:
     """The value a probe sends: no server knows it, and an error that quotes it names the argument."""
     return f"zz-{name}-probe"
-
-
-def hinted_arguments(message: str, arguments: dict[str, Any], specs: list[ArgSpec], probed: list[str]) -> list[ArgSpec]:
-    """Which arguments an error message is about: those whose probe value it quotes, else the probed
-    ones, else those whose value or name it mentions, else the only argument."""
-    by_name = {s.name: s for s in specs}
-    text = message.casefold()
-    quoted = [n for n in arguments if n in by_name and isinstance(arguments[n], str) and len(arguments[n]) > 1
-              and arguments[n].casefold() in text]
-    probes = [n for n in quoted if arguments[n] == probe_value(n)]
-    for names in (probes, [n for n in probed if n in by_name], quoted):
-        if names:
-            return [by_name[n] for n in names]
-    message_words = tokens(message)
-    named = [s for s in specs if significant(tokens(s.name)) & message_words]
-    if named:
-        return named
-    return specs if len(specs) == 1 else []
-
-
-def hint_values(message: str, spec: ArgSpec) -> list[Value]:
-    """The values an error message offers this argument: its listed items, and for a number its
-    ranges ('must be between 1 and 50')."""
-    items = expand(hint_items(message), spec, "list")
-    if spec.type in ("integer", "number"):
-        for m in _RANGE.finditer(re.split(r"\s\[type=", message)[0]):
-            low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-            items += [v for v in in_range(float(low), float(high), spec.type) if v not in items]
-    return typed(items, spec, "error_hint")
 
 
 # ----------------------------------------------------------------------- earlier results
@@ -434,7 +293,7 @@ class Leaf:
 
 
 def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
-    """The scalars of a structured result, or of the JSON a text result holds (depth 6, 50 items a
+    """The scalars of a structured result, or of the data a text result holds (depth 6, 50 items a
     list); the words 'around' a top-level value are the tool's name ('list_customers' -> customer),
     inside an object its key's."""
     out: list[Leaf] = []
@@ -453,11 +312,8 @@ def leaves(result: Any, tool: str, limit: int = 400) -> list[Leaf]:
             if not isinstance(node, str) or 0 < len(node.strip()) <= 80:
                 out.append(Leaf(path, tokens(key), around, node))
 
-    if isinstance(result, str) and result.lstrip()[:1] in ("{", "["):
-        try:  # a server that sends JSON as text, with no structured content: the path is into that JSON
-            result = json.loads(result)
-        except ValueError:
-            return out
+    # a server that sends JSON or labelled lines as text: the path is into that data (result_data.structured)
+    result = structured(result)
     if isinstance(result, (dict, list)):
         walk(result, [], "", significant(tokens(tool)), 0)
     return out
@@ -500,7 +356,7 @@ def feeds(spec: ArgSpec, leaf: Leaf, tool_words: set[str] | None = None) -> bool
     want = significant(tokens(spec.name))
     have_key = significant(leaf.key_words)
     if (tool_words and spec.type in ("string", None) and isinstance(leaf.value, str)
-            and tokens(spec.name) & _SEARCH_WORDS and leaf.key_words & _SEARCHABLE_KEYS):
+            and tokens(spec.name) & _SEARCH_WORDS and leaf.key_words & _LABEL_KEYS):
         return bool(leaf.around_words & tool_words)
     if not want:
         return tokens(spec.name) == leaf.key_words

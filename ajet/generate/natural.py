@@ -31,7 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ajet.generate.phrasing import NUMBER_WORDS, show, words
+from ajet.generate.explore_values import tokens
+from ajet.generate.phrasing import NUMBER_WORDS, flag_phrase, show, words
 
 _PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
@@ -40,6 +41,7 @@ _ID = re.compile(r"[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z0-9-]*")
 # words that open a description as a verb ("Search the catalog", "Compare gas prices"): never a modifier
 _VERBS = {"search", "find", "get", "list", "compare", "convert", "look", "show", "return", "returns", "fetch"}
 _DIFFERENCE = {"difference", "diff", "delta", "gap", "spread"}
+MAX_DESCRIPTION = 1_000  # characters of a tool description read for phrasing: its first sentences say what it does
 
 
 def lexicon(texts: list[str]) -> dict[str, str]:
@@ -82,15 +84,30 @@ def _unit_index(tokens: list[str], lex: dict[str, str]) -> int:
     return len(tokens)
 
 
+def _words_before(text: str, end: int, most: int) -> list[str]:
+    """Up to `most` words right before position `end` of `text`, each letters or an apostrophe, nearest
+    last; [] when a word does not end right before it. A slice and a split, no backtracking regex: a
+    description can be a megabyte long."""
+    if end == 0 or not text[end - 1].isspace():
+        return []
+    found: list[str] = []
+    for word in reversed(text[max(0, end - 120):end].split()):
+        if len(found) == most or not re.fullmatch(r"[A-Za-z']+", word):
+            break
+        found.insert(0, word)
+    return found
+
+
 def _description_noun(head: str, description: str, lex: dict[str, str]) -> str | None:
     """The head noun with the modifiers the description puts right before it ('price' -> 'natural gas
     price' in "Natural gas price in a city"); None when it puts none ("Search the catalog by title")."""
-    for chunk in re.split(r"[,.:;()=]", description or ""):
-        found = re.search(rf"((?:[A-Za-z']+\s+){{1,3}}){re.escape(head)}\b", chunk, re.IGNORECASE)
+    for chunk in re.split(r"[,.:;()=]", (description or "")[:MAX_DESCRIPTION]):
+        found = next((m for m in re.finditer(rf"\b{re.escape(head)}\b", chunk, re.IGNORECASE)
+                      if _words_before(chunk, m.start(), 3)), None)
         if not found:
             continue
         before: list[str] = []
-        for word in reversed(found.group(1).split()):  # contiguous modifiers only: no article, preposition, verb
+        for word in reversed(_words_before(chunk, found.start(), 3)):  # contiguous modifiers only: no article, preposition, verb
             if word.casefold() in _STOP or word.casefold() in _VERBS or "'" in word:
                 break
             before.insert(0, word)
@@ -148,11 +165,14 @@ def _noun_of(name: str) -> str:
 
 
 def place(name: str, value: Any, description: str, rng: random.Random) -> str:
-    """Where one given value goes in a question: 'in Boston', 'member M-2041', 'for 2 weeks', 'for Dune'."""
+    """Where one given value goes in a question: 'in Boston', 'member M-2041', 'for 2 weeks', 'for Dune',
+    'including tax' (a boolean is said with its name, never as a bare 'yes')."""
+    if isinstance(value, bool):
+        return flag_phrase(name, value)
     shown = show(value)
     spot = _placeholder(name, description)
     if spot:
-        noun = words(name).split(" ")[-1]
+        noun = _noun_of(name).split(" ")[-1]  # 'the C-42 customer', never 'the C-42 id'
         if rng.random() < 0.15 and not isinstance(value, (int, float)):  # 'in the East region', 'of the Transco pipeline'
             return f"{spot.group(1).lower()} the {shown} {noun}"
         return f"{spot.group(1).lower()} {shown}"
@@ -197,8 +217,13 @@ def conversion_of(arguments: dict[str, Any], description: str) -> dict[str, str]
                and isinstance(v, (int, float)) and not isinstance(v, bool)]
 
     def prefix(name: str) -> str:
-        found = re.search(rf"(?:from|to)\s+((?:[A-Za-z]+\s+){{1,3}}){re.escape(name)}\b", description or "")
-        return found.group(1) if found else ""
+        text = (description or "")[:MAX_DESCRIPTION]
+        for m in re.finditer(rf"\b{re.escape(name)}\b", text):
+            before = _words_before(text, m.start(), 4)
+            for i, word in enumerate(before[:-1]):  # 'from USD per from_unit' -> 'USD per '
+                if word in ("from", "to") and before[i + 1:]:
+                    return " ".join(before[i + 1:]) + " "
+        return ""
 
     return {"amount": show(arguments[amounts[0]]) if len(amounts) == 1 else "",
             "amount_arg": amounts[0] if len(amounts) == 1 else "",
@@ -266,25 +291,44 @@ def _pair_forms(noun: str, pair: tuple[str, str, str], unit: str, is_difference:
     return forms
 
 
-def _first_person(given: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]] | None:
+# People who ask a service about themselves (a member about their loans, a customer about an order)
+# and the things a person holds an id of: only these become the asker ("I'm Ana Ruiz.", "My order id
+# is O-5."). Any other name or id is a thing the user asks about (a product, a branch, a SKU).
+_ASKERS = {"member", "customer", "client", "user", "patient", "guest", "student", "employee", "passenger",
+           "subscriber", "account", "person", "people", "contact", "traveler", "traveller", "applicant", "resident"}
+_HELD = {"order", "booking", "reservation", "ticket", "card", "loan", "appointment", "policy", "claim", "invoice",
+         "subscription", "membership", "application", "case", "shipment", "parcel", "package"}
+
+
+def _about(name: str, steps: list[dict[str, Any]]) -> set[str]:
+    """The words of the tool (name and description) that takes argument `name`."""
+    step = next((s for s in steps if name.removeprefix("then ") in s["arguments"]), None) or {}
+    return tokens(f"{step.get('tool') or ''} {step.get('description') or ''}")
+
+
+def _first_person(given: dict[str, Any], steps: list[dict[str, Any]],
+                  rng: random.Random) -> tuple[str, dict[str, Any]] | None:
     """A first-person opening for an id the user holds ('My member id is M-2041.') or for the person
     named ('I'm Ana Ruiz.'), and the values left."""
     for name, value in given.items():
-        if isinstance(value, str) and _ID.fullmatch(value) and not name.startswith("then "):
+        if isinstance(value, str) and _ID.fullmatch(value) and not name.startswith("then ") \
+                and tokens(name) & (_ASKERS | _HELD):
             lead = rng.choice([f"My {words(name)} is {value}.", f"{_cap(_noun_of(name))} {value} here."])
             return lead, {k: v for k, v in given.items() if k != name}
-    person = _person(given)
+    person = _person(given, steps)
     if person:
         who, rest = person
         return rng.choice([f"I'm {who}.", f"This is {who}."]), rest
     return None
 
 
-def _person(given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """The person a question names, the value of a `name` argument ('Ana Ruiz'), and the values left.
-    Only `name` itself: a `city_name` or `pipeline_name` holds a place or a thing ('New York')."""
+def _person(given: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    """The person a question names, the value of a `name` argument ('Ana Ruiz') of a tool about people
+    who ask (members, customers, patients: `_ASKERS`), and the values left. Only `name` itself: a
+    `city_name` or `pipeline_name` holds a place or a thing ('New York'), and a name a tool about
+    products or branches takes is a thing too."""
     value = given.get("name")
-    if isinstance(value, str) and value.strip():
+    if isinstance(value, str) and value.strip() and _about("name", steps) & _ASKERS:
         return value, {k: v for k, v in given.items() if k != "name"}
     return None
 
@@ -330,14 +374,14 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
         if len(given) == 1 and len(free) == 1:  # one name or title: "What is Ana Ruiz's total fine?"
             add("possessive", [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
                 + ([f"How many {noun} does {free[0]} have?"] if what.count else []))
-        person = _person(given)
+        person = _person(given, steps)
         if person:  # someone named, as users write about a member or customer: "Ana Ruiz wants to know ..."
             who, rest = person
             where_rest = " ".join(_places(steps, rest, rng))
             tail = f" {where_rest}" if where_rest else ""
             add("person", [f"{who} wants to know the {noun}{tail}.", f"{who} is asking for the {noun}{tail}.",
                            f"What is {who}'s {noun}{tail}?", f"Can you check {who}'s {noun}{tail}?"])
-        opening = _first_person(given, rng)
+        opening = _first_person(given, steps, rng)
         if opening:
             lead, rest = opening
             plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, amount)
@@ -401,8 +445,8 @@ def _pair_topic(description: str, stem: str) -> str:
     price in'); '' when it does not say."""
     noun = words(stem)
     plural = re.escape(noun[:-1] if noun.endswith("y") else noun) + r"\w*"  # city -> cities
-    found = re.search(rf"([A-Za-z ]+?)\s+(?:of|for|in|between)\s+(?:two|both|a pair of)\s+{plural}",
-                      description, re.IGNORECASE)
+    found = re.search(rf"([A-Za-z ]{{1,80}}?)\s+(?:of|for|in|between)\s+(?:two|both|a pair of)\s+{plural}",
+                      description[:MAX_DESCRIPTION], re.IGNORECASE)
     if not found:
         return ""
     topic = found.group(1).split()

@@ -35,7 +35,15 @@ def field_name(path: list[Any]) -> str:
         return "result"
     if len(path) >= 2 and isinstance(path[-2], str):
         return f"{words(path[-2])} {words(path[-1])}"
+    if words(keys[-1]) in _BARE_KEYS and len(keys) >= 2:  # ["orders", 0, "id"]: the order id, not "the id"
+        parent = words(keys[-2]).split(" ")[-1]
+        parent = parent[:-3] + "y" if parent.endswith("ies") else parent[:-1] if parent.endswith("s") else parent
+        return f"{parent} {words(keys[-1])}"
     return words(keys[-1])
+
+
+# keys that say nothing without the record they belong to
+_BARE_KEYS = {"id", "name", "code", "key", "number", "value", "type", "status", "date", "title", "label", "total"}
 
 
 def first_clause(description: str | None) -> str:
@@ -75,7 +83,9 @@ def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], 
     lowered = question.casefold()
     if any(name.casefold() in lowered for name in tool_names if "_" in name or len(name) > 12):
         return "names_a_tool"
-    missing = [key for key, value in mention.items() if not mentions(value, question)]
+    missing = [key for key, value in mention.items()
+               if not (flag_phrase(key.removeprefix("then "), value) in lowered if isinstance(value, bool)
+                       else mentions(value, question))]
     if missing:
         return "misses_a_value"
     if any(_informative(value) and mentions(value, question) for value in hidden):
@@ -92,38 +102,39 @@ def _informative(value: Any) -> bool:
     return isinstance(value, str) and len(value.strip()) >= 2
 
 
-def fill_description(description: str | None, mention: dict[str, Any]) -> str | None:
-    """The tool description's first clause with each argument's placeholder replaced by its value:
-    'Natural gas production of a US state in a year' + {state: Texas, year: 2022} -> 'Natural gas
-    production of Texas in 2022'. None unless every value found a place (a question must name them all)."""
-    text = first_clause(description)
-    for name, value in mention.items():
-        parts = words(name).split(" ")
-        noun = parts[-1] if len(parts[-1]) >= 3 else parts[0]  # member_id -> member, city_a -> city
-        pattern = re.compile(rf"\b(?:a|an|the|one|some)\s+(?:[A-Za-z]+\s+)?{re.escape(noun)}s?\b", re.IGNORECASE)
-        text, found = pattern.subn(show(value), text, count=1)
-        if not found:
-            return None
-    return text
+_FLAG_VERBS = {"include", "includes", "including", "with", "show", "use", "is", "has", "enable", "enabled", "only",
+               "want", "wants"}
 
 
-def template_question(topic: str, field: str, mention: dict[str, Any], rng: random.Random,
-                      description: str | None = None) -> str:
-    """A plain question that always passes `question_problem`: the topic, the field asked for, and
-    every value to mention (with its argument's words when there are several). When the tool's
-    description names a placeholder for every value ('in a city'), the description itself, filled
-    in, is the question half the time: the closest a template gets to how users ask."""
-    filled = fill_description(description, mention) if description else None
-    if filled and rng.random() < 0.5:
-        return rng.choice([f"{filled}: what is the {field}?", f"What is the {field}? {filled}."])
+def flag_phrase(name: str, value: bool) -> str:
+    """A boolean argument as users say it: `include_tax=True` -> 'including tax', False -> 'excluding
+    tax'; `vegetarian=True` -> 'with vegetarian', False -> 'without vegetarian'. Never a bare 'yes'."""
+    parts = words(name).split(" ")
+    including = parts[0] in ("include", "includes", "including")
+    while len(parts) > 1 and parts[0] in _FLAG_VERBS:
+        parts = parts[1:]
+    thing = " ".join(parts)
+    if including:
+        return f"including {thing}" if value else f"excluding {thing}"
+    return f"with {thing}" if value else f"without {thing}"
+
+
+def say(name: str, value: Any) -> str:
+    """A given value as it appears in a question: a boolean as its phrase, anything else as `show` writes it."""
+    return flag_phrase(name, value) if isinstance(value, bool) else show(value)
+
+
+def plain_question(field: str, mention: dict[str, Any], rng: random.Random) -> str:
+    """A plain question that always passes `question_problem`: the field asked for and every value to
+    mention (with its argument's words when there are several). The last resort of the templates; it
+    never pastes a tool's description (no user writes one)."""
     if len(mention) == 1:
-        given = show(next(iter(mention.values())))
+        name, value = next(iter(mention.items()))
+        given = say(name, value)
     else:
-        given = ", ".join(f"{words(k)} {show(v)}" for k, v in mention.items())
-    forms = [f"What is the {field} for {given}?",
-             f"{topic}: what is the {field} for {given}?" if topic else f"Tell me the {field} for {given}.",
-             f"Can you tell me the {field} for {given}?",
-             f"For {given}, what is the {field}?"]
+        given = ", ".join(say(k, v) if isinstance(v, bool) else f"{words(k)} {show(v)}" for k, v in mention.items())
+    forms = [f"What is the {field} for {given}?", f"Tell me the {field} for {given}.",
+             f"Can you tell me the {field} for {given}?", f"For {given}, what is the {field}?"]
     return rng.choice(forms)
 
 
@@ -141,7 +152,7 @@ def question_prompt(steps: list[dict[str, Any]], field: str, mention: dict[str, 
         args = ", ".join(f"{k} = {show(v)}" for k, v in step["arguments"].items()) or "no arguments"
         lines.append(f"Lookup: {first_clause(step.get('description')) or words(step['tool'])} ({args})")
     chain = " (the lookups run in order; the user only knows the first one's values)" if len(steps) > 1 else ""
-    given = ", ".join(show(v) for v in mention.values())
+    given = ", ".join(say(k, v) for k, v in mention.items())
     return (f"Write the question a user asks. It must contain: {given}.\n\nExample:\n{_EXAMPLE}\n\n"
             + "\n".join(lines) + f"\nThe user wants: the {field}{chain}\nQuestion:")
 
@@ -152,5 +163,11 @@ def sentence_prompt(question: str, content: str, field: str, value: Any) -> str:
 
 
 def template_sentence(field: str, value: Any, mention: dict[str, Any]) -> str:
-    given = ", ".join(show(v) for v in mention.values())
+    given = ", ".join(say(k, v) for k, v in mention.items())
     return f"The {field} for {given} is {show(value)}." if given else f"The {field} is {show(value)}."
+
+
+def refusal_sentence(field: str, value: Any, refusal: str) -> str:
+    """The answer when the server refused the id the user gave: the id and the server's own words."""
+    reason = " ".join(refusal.split())[:200].rstrip(".")
+    return f"I could not get the {field} for {show(value)}: the server answered \"{reason}\"."

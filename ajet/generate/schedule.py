@@ -102,3 +102,21 @@ def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, p
                 if queues[key] and len(picked) < n:
                     take(key)
     return picked
+
+
+def with_refusals(plan: list[Any], refused: list[Any], share: float, rng: random.Random) -> list[Any]:
+    """`plan` with refused candidates (ids the server does not know) spread evenly through it, about
+    `share` of the whole and at least one when there are any: enough to teach that the user's id is
+    the one to send, too few to teach that ids are refused."""
+    if not refused or share <= 0 or not plan:
+        return list(plan)
+    refused = list(refused)
+    rng.shuffle(refused)
+    total = min(len(refused), max(1, round(share * len(plan) / (1 - share))))
+    after = {max(0, round((k + 0.5) * len(plan) / total) - 1) for k in range(total)}  # plan positions, evenly
+    out: list[Any] = []
+    for i, cand in enumerate(plan):
+        out.append(cand)
+        if i in after:
+            out.append(refused.pop())
+    return out

@@ -127,8 +127,7 @@ def test_template_questions_always_pass_the_checks_and_the_schedule_spreads(bank
     found = candidates(rows)
     rng = random.Random(0)
     for cand in found:
-        question = phrasing.template_question("Natural gas price in a city", phrasing.field_name(cand.path),
-                                              cand.mention(), rng)
+        question = phrasing.plain_question(phrasing.field_name(cand.path), cand.mention(), rng)
         assert phrasing.question_problem(question, cand.mention(), cand.hidden(), ["get_gas_price"]) is None, question
     picked = schedule(list(found), 6, 0.5, rng)
     assert len(picked) == 6 and len({c.key for c in picked}) == 6
@@ -302,7 +301,7 @@ def test_a_later_calls_argument_of_the_same_name_is_still_said_and_self_chains_a
     assert not [c for c in found if [s["id"] for s in c.steps] == ["a", "b"]]  # convert, then convert again
     chain = next(c for c in found if [s["id"] for s in c.steps] == ["a", "c"])
     assert chain.mention() == {"value": 1, "from_unit": "MWh", "to_unit": "kWh", "then to_unit": "USD"}
-    question = phrasing.template_question("", phrasing.field_name(chain.path), chain.mention(), random.Random(0))
+    question = phrasing.plain_question(phrasing.field_name(chain.path), chain.mention(), random.Random(0))
     assert "then to unit USD" in question and "1000" not in question
 
 
@@ -322,17 +321,26 @@ async def test_a_writer_that_returns_nothing_useful_falls_back_to_templates_coun
     assert all(t["metadata"]["phrasing"] == "template" for t in read_rows(tmp_path / "tasks.jsonl"))
 
 
-@pytest.mark.parametrize("description, mention, filled", [
-    ("Natural gas production of a US state in a year, in Bcf.", {"state": "Texas", "year": 2022},
-     "Natural gas production of Texas in 2022, in Bcf"),
-    ("Natural gas price in a city, USD per MMBtu.", {"city": "Boston"}, "Natural gas price in Boston, USD per MMBtu"),
-    ("A member's current loans: loan_id, title.", {"member_id": "M-2041"}, "M-2041's current loans"),
-    # a value with no placeholder to take: no filled description (the question must name every value)
-    ("Compare gas prices of two cities: difference", {"city_a": "Boston", "city_b": "Dallas"}, None),
-    ("Convert an amount of energy. Units: MMBtu", {"value": 2.5, "from_unit": "MWh"}, None),
+@pytest.mark.parametrize("name, value, phrase", [
+    ("include_tax", True, "including tax"), ("include_tax", False, "excluding tax"),
+    ("vegetarian", True, "with vegetarian"), ("is_refundable", False, "without refundable"),
 ])
-def test_a_description_filled_with_the_values(description, mention, filled):
-    assert phrasing.fill_description(description, mention) == filled
+def test_a_boolean_is_said_with_its_name_never_as_a_bare_yes(name, value, phrase):
+    assert phrasing.flag_phrase(name, value) == phrase
+    question = phrasing.plain_question("price usd", {"item_id": "X-17", name: value}, random.Random(0))
+    assert phrase in question and " yes" not in question and " no " not in question
+    assert phrasing.question_problem(question, {"item_id": "X-17", name: value}, [], []) is None
+    # a question that says the bare word does not pass: it does not say which flag
+    bare = "What is the price usd for X-17, yes?" if value else "What is the price usd for X-17, no?"
+    assert phrasing.question_problem(bare, {"item_id": "X-17", name: value}, [], []) == "misses_a_value"
+    assert phrase in phrasing.template_sentence("price usd", 4.5, {name: value})
+
+
+def test_the_plain_question_never_pastes_a_tool_description():
+    rng = random.Random(0)
+    for _ in range(40):
+        question = phrasing.plain_question("price usd", {"city": "Lisbon"}, rng)
+        assert question.startswith(("What is", "Tell me", "Can you", "For Lisbon")), question
 
 
 def test_field_names_keep_their_parent_object():
