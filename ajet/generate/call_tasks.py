@@ -85,11 +85,15 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
     # the first sentences say what a tool does; a megabyte of description must not cost minutes
     descriptions = {t["function"]["name"]: str(t["function"].get("description") or "")[:natural.MAX_DESCRIPTION]
                     for t in tools}
-    defaults = {t["function"]["name"]: {spec.name: spec.schema["default"] for spec in arg_specs(
-        t["function"].get("parameters")) if spec.schema.get("default") is not None} for t in tools}
+    specs = {t["function"]["name"]: arg_specs(t["function"].get("parameters")) for t in tools}
+    prompt = str(cfg.workflow_args.get("system_prompt") or "")
     for row in bank:
+        tool_specs = specs.get(row["tool"]) or []
         row["description"] = descriptions.get(row["tool"])
-        row["defaults"] = defaults.get(row["tool"]) or {}
+        row["defaults"] = {s.name: s.schema["default"] for s in tool_specs if s.schema.get("default") is not None}
+        row["optional"] = [s.name for s in tool_specs if not s.required]
+        # what the deployment's system prompt names (the repository, the account) the user never repeats
+        row["prompted"] = [k for k, v in row["arguments"].items() if isinstance(v, str) and len(v) >= 3 and v in prompt]
     # how the server spells its words (USD, MMBtu): result keys are lowercase, questions are not
     lex = natural.lexicon(list(descriptions.values()) + [
         str(spec.get("description") or "")[:natural.MAX_DESCRIPTION] for t in tools

@@ -65,7 +65,7 @@ class Candidate:
         for i, step in enumerate(self.steps):
             passed = {link["argument"] for link in step.get("inputs_from") or []} if i else set()
             for name, value in step["arguments"].items():
-                if name in passed or (i and _read_off(value, self.steps[:i])):
+                if name in passed or (i and _read_off(value, self.steps[:i])) or name in (step.get("prompted") or []):
                     continue
                 # a later call's argument of the same name is said again ("then to unit GJ"), never dropped
                 given[name if name not in given else f"then {name}"] = value
@@ -117,7 +117,7 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
                 asked = (path[i + 1:i + 2] or [None])[0]
                 if not isinstance(item, dict):
                     return AMBIGUOUS
-                label = _record_label(item, asked)
+                label = _record_label(item, asked, node)
                 if label is None:
                     return AMBIGUOUS
                 if len(path) == i + 2 or not isinstance(item.get(asked), (dict, list)):
@@ -130,16 +130,22 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
     return None
 
 
-def _record_label(item: dict[str, Any], asked: Any) -> tuple[str, str] | None:
-    """The field that names one record: a title or name first, else an id-like key."""
-    for key in _LABELS:
-        text = item.get(key)
-        if key != asked and isinstance(text, str) and 0 < len(text) <= 60:
-            return key, text
+def _record_label(item: dict[str, Any], asked: Any, records: list[Any]) -> tuple[str, str] | None:
+    """The field that names one record of `records`: a title or name first ('common_name' too), else an
+    id-like key, else any short text no other record shares (a commit's message)."""
+    def fits(key: Any, value: Any) -> bool:
+        return key != asked and not isinstance(value, bool) and isinstance(value, (str, int)) \
+            and 0 < len(str(value)) <= 60
     for key, value in item.items():
-        if key != asked and isinstance(value, (str, int)) and not isinstance(value, bool) \
-                and _words(key) & {"id", "code", "sku", "number", "key"} | ({"id"} if key == "id" else set()):
+        if fits(key, value) and isinstance(value, str) and _words(key) & set(_LABELS):
+            return str(key), value
+    for key, value in item.items():
+        if fits(key, value) and (_words(key) & {"id", "code", "sku", "number", "key"} or str(key).lower() == "id"):
             return str(key), str(value)
+    for key, value in item.items():
+        if fits(key, value) and isinstance(value, str) and not re.match(r"\d{4}-\d{2}", value) and sum(
+                isinstance(r, dict) and same_value(r.get(key), value) for r in records) == 1:
+            return str(key), value
     return None
 
 
@@ -165,7 +171,7 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
                 return  # the call's own input: asking for it is no question
             if under(path, volatile):
                 return  # it changes between identical calls: no reference answer
-            if any(same_value(node, default) and (isinstance(node, str) or _words(name) & _words(path[-1]))
+            if any(same_value(node, default) and (isinstance(node, str) or (path and _words(name) & _words(path[-1])))
                    for name, default in defaults.items()):
                 return  # an argument's default said back ('units': 'metric'): the user never asked for it
             found.append((path, node))
@@ -281,6 +287,18 @@ def unpaired(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_OPTIONAL = 2  # optional arguments one gold call may set: users leave most of them out
+
+
+def _odd_options(step: dict[str, Any]) -> bool:
+    """Whether a call sets an optional argument to its default (no user asks for the default: the
+    reference would carry an argument the question never gave) or sets more than MAX_OPTIONAL of them."""
+    optional = [name for name in step.get("optional") or [] if name in step["arguments"]]
+    defaults = step.get("defaults") or {}
+    return len(optional) > MAX_OPTIONAL or any(
+        name in defaults and same_value(step["arguments"][name], defaults[name]) for name in optional)
+
+
 def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
     """Whether step `i` of a chain is passed a value that an earlier step was given, or one that changed
     between identical calls: a chain only where a value passes that the user could not have given."""
@@ -295,7 +313,7 @@ def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
 
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
-    return [(path, v) for path, v in leaves if isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
+    return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
 
 
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
@@ -328,6 +346,8 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     for chain in chains:
         if any(_is_wildcard(step) for step in chain):
             continue  # a one-letter search made to discover ids: no question a user asks
+        if any(_odd_options(step) for step in chain):
+            continue  # an optional argument sent at its default, or more than MAX_OPTIONAL of them
         if any(_passes_given(chain, i) for i in range(1, len(chain))):
             continue  # a link passes what the user gave (an id echoed back): the first call is needless
         if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [])
@@ -336,13 +356,13 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
-        returned = [(path[-1], leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
+        returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         last = parsed_result(chain[-1])
         for path, value in answer_paths(chain[-1]):
             if item_label(last, path) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
-                                   or any(key == path[-1] and values_match(value, v) for key, v in returned)):
+                                   or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)):
                 continue
             found.append(Candidate(chain, path, value))
     return found

@@ -44,8 +44,8 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
 from ajet.generate.files import JsonlAppender, dropped_path
 from ajet.generate.result_data import changed_paths, same_value, says_nothing, under
 from ajet.generate.server import server_of
-from ajet.generate.text_values import (ID_SHAPE, description_values, hint_values, hinted_arguments, id_variants,
-                                       is_id_argument)
+from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, hint_values,
+                                       hinted_arguments, id_variants, is_id_argument)
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
 console = Console()
@@ -56,6 +56,8 @@ _LOOSE_MAX = 40  # string values kept for free-text arguments that accept anythi
 _MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
 _FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
 _VARIANTS = 3  # variants tried per such argument
+_FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
+_QUANTITY_VARIANTS = 4  # variants of each such value
 _SAYS_NOTHING = "says nothing"  # the drop's error text for a result that tells nothing (result_data.says_nothing)
 
 
@@ -89,6 +91,10 @@ class _Tool:
     name: str
     description: str
     specs: list[ArgSpec]
+
+    @property
+    def words(self) -> set[str]:
+        return significant(tokens(f"{self.name} {self.description[:1000]}"))
 
 
 def error_pattern(error: str) -> str:
@@ -144,9 +150,13 @@ class Explorer:
         wargs = cfg.workflow_args
         self.timeout_s = self.opts.call_timeout_s or float(wargs.get("tool_timeout_s") or 30.0)
         self.max_chars = int(wargs.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS)
+        prompt = str(wargs.get("system_prompt") or "")
+        self.starved: set[tuple[str, str]] = set()  # string arguments nothing but a last resort gives a value
         for tool in self.tools:
             for spec in tool.specs:
-                found = schema_values(spec) + description_values(spec, tool.description, tool.specs)
+                found = schema_values(spec) + description_values(spec, tool.description, tool.specs, prompt)
+                if not found and spec.type in ("string", None):
+                    self.starved.add((tool.name, spec.name))
                 self.add(tool.name, spec.name, found + generic_values(spec))
 
     # ------------------------------------------------------------------ candidate values
@@ -199,6 +209,13 @@ class Explorer:
                     fits = [graph_value(leaf, [leaf.value]) for leaf in found if feeds(item, leaf)]
                 else:
                     fits = [graph_value(leaf, leaf.value) for leaf in found if feeds(spec, leaf, about)]
+                    # (a search argument is not starved: its own wildcard results name what to search)
+                    if not fits and (tool.name, spec.name) in self.starved and all(
+                            v.origin == "generic" for v in self.pools[(tool.name, spec.name)].values()):
+                        # nothing names a value for it: a text whose key the tool's description names
+                        # (git_show(revision) "shows the contents of a commit" <- a log's `Commit`)
+                        fits = [graph_value(leaf, leaf.value) for leaf in found if isinstance(leaf.value, str)
+                                and significant(leaf.key_words) and significant(leaf.key_words) <= tool.words]
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:
@@ -206,8 +223,10 @@ class Explorer:
                                                                     {"call": call_id, "path": leaf.path}))
 
     def learn_error(self, tool: _Tool, arguments: dict[str, Any], error: str, probed: list[str]) -> None:
+        sent = {value_key(v) for v in arguments.values()}
         for spec in hinted_arguments(error, arguments, tool.specs, probed):
-            self.add(tool.name, spec.name, hint_values(error, spec))
+            # never a value this call sent: an error quotes it back ("unknown room 'x'")
+            self.add(tool.name, spec.name, [v for v in hint_values(error, spec) if value_key(v.value) not in sent])
 
     # ------------------------------------------------------------------ resume
 
@@ -364,9 +383,10 @@ class Explorer:
                     continue
                 options = unused[a]
                 texts = {v.value for v in combo.values() if isinstance(v.value, str)}
+                options_text = [o.value if isinstance(o.value, str) else None for o in options]
                 # the next value not already given to another argument: comparing Dallas with Dallas is no question
                 combo[a] = next((options[(i + j + k) % len(options)] for k in range(len(options))
-                                 if options[(i + j + k) % len(options)].value not in texts), options[(i + j) % len(options)])
+                                 if options_text[(i + j + k) % len(options)] not in texts), options[(i + j) % len(options)])
             combos.append(_cohere(combo, pools))
         for _ in range(20 * allowance):
             combo = _cohere({a: self.rng.choice(pool) for a, pool in pools.items()}, pools)
@@ -446,6 +466,26 @@ class Explorer:
                         continue
                     await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [],
                                    variant_of=str(base["id"]))
+            await self._vary_quantities(client, tool, rows)
+
+    async def _vary_quantities(self, client: Any, tool: _Tool, rows: list[dict[str, Any]]) -> None:
+        """Free text that carries quantities ('12 * 7', '55 mile/hour'), known in a few values only (the
+        last-resort ones, say): the same text with other numbers, `_QUANTITY_VARIANTS` of each, so the
+        model sees many values where it would otherwise learn a few by heart. A refused one is dropped."""
+        for spec in tool.specs:
+            if spec.type not in ("string", None) or spec.schema.get("enum") or is_id_argument(spec):
+                continue
+            known = sorted({r["arguments"][spec.name] for r in rows if isinstance(r["arguments"].get(spec.name), str)})
+            if not known or len(known) > _FEW_QUANTITIES or not all(carries_quantity(v) for v in known):
+                continue
+            for value in known:
+                base = next(r for r in rows if r["arguments"].get(spec.name) == value)
+                rng = random.Random(value_key([self.opts.seed, tool.name, spec.name, value]))
+                for variant in id_variants(value, _QUANTITY_VARIANTS, rng, exclude=set(known)):
+                    arguments = {**base["arguments"], spec.name: variant}
+                    if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                        continue
+                    await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [])
 
     def finish(self) -> None:
         """Name the tools left without a working call, and why; and those the budget never reached."""

@@ -40,7 +40,9 @@ _NAMED = {"email": "alice@example.com", "username": "alice", "user": "alice", "f
           "address": "1 Main Street", "county": "Kings County", "state": "Ohio", "country": "Japan",
           "region": "North", "language": "en", "lang": "en", "locale": "en-US", "currency": "EUR",
           "ticker": "MSFT", "symbol": "MSFT", "date": "2025-06-02", "day": "2025-06-02", "time": "09:30",
-          "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue"}
+          "timezone": "UTC", "url": "https://example.com", "phone": "+1 555 0100", "color": "blue",
+          "expression": ["12 * 7", "(3 + 4) * 5", "100 / 8", "2 ** 10"], "expr": ["12 * 7", "(3 + 4) * 5"],
+          "formula": ["12 * 7", "(3 + 4) * 5"], "equation": ["12 * 7", "(3 + 4) * 5"]}
 # A free-text argument that searches (a query, a name to look up): a one-letter query matches most
 # records of a server that searches by substring, which is how a list with real ids and names comes
 # back when no description names a value. Calls made with them are for discovery only (origin
@@ -253,7 +255,7 @@ def generic_values(spec: ArgSpec) -> list[Value]:
     if spec.type in ("string", None):
         words = tokens(spec.name)
         named = next((value for word, value in _NAMED.items() if word in words), None)
-        found = [Value(named, "generic")] if named else []
+        found = [Value(v, "generic") for v in (named if isinstance(named, list) else [named] if named else [])]
         if words & _SEARCH_WORDS:
             found += [Value(w, "wildcard") for w in _WILDCARDS]
         return found

@@ -32,12 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate.explore_values import tokens
-from ajet.generate.phrasing import NUMBER_WORDS, flag_phrase, show, words
+from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, words
 
 _PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
 _STOP = {"and", "or", "a", "an", "the", "of", "in", "for", "at", "to", "by", "with", "on", "from", "per"}
 _ID = re.compile(r"[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z0-9-]*")
+_NAME = re.compile(r"[A-Z][A-Za-z.'-]*(?: [A-Za-z][A-Za-z.'-]*){0,5}")  # 'Ana Ruiz', 'Things Fall Apart'
+_EXPRESSION = re.compile(r"[\d\s().+\-*/^%]*\d[\d\s().]*[+\-*/^%][\d\s().+\-*/^%]*")  # '12 * 7', '(3 + 4) * 5'
+_UNITS = {"minutes", "minute", "hours", "hour", "days", "day", "weeks", "week", "seconds", "months", "years", "km",
+          "m", "mi", "miles", "kg", "g", "lb", "lbs", "usd", "eur", "percent", "pct", "mb", "gb"}
 # words that open a description as a verb ("Search the catalog", "Compare gas prices"): never a modifier
 _VERBS = {"search", "find", "get", "list", "compare", "convert", "look", "show", "return", "returns", "fetch"}
 _DIFFERENCE = {"difference", "diff", "delta", "gap", "spread"}
@@ -181,6 +185,16 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
         return rng.choice([f"for {noun} {shown}", f"of {noun} {shown}", f"for {shown}", f"on {noun} {shown}"])
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         noun = words(name)
+        parts = noun.split(" ")
+        if parts[-1] == "month" and isinstance(value, int) and 1 <= value <= 12:
+            return f"in {MONTHS[value - 1]}"  # phrasing.said reads the month's name back
+        if parts[0] in ("min", "minimum", "max", "maximum") and len(parts) > 1:  # min_capacity=4: 'with capacity at least 4'
+            unit = parts[-1] if parts[-1] in _UNITS and len(parts) > 2 else ""
+            thing = " ".join(parts[1:-1] if unit else parts[1:])
+            bound = "at least" if parts[0].startswith("min") else "at most"
+            return f"with {thing} {bound} {shown}{' ' + unit if unit else ''}"
+        if parts[-1] in _UNITS and len(parts) > 1:  # duration_minutes=30: 'for 30 minutes'
+            return f"for {shown} {parts[-1]}"
         if noun.endswith("s") and not noun.endswith("ss") and " " not in noun:
             # users write small counts as words too ('for two weeks'); phrasing.mentions reads them back
             if isinstance(value, int) and value in NUMBER_WORDS and rng.random() < 0.4:
@@ -338,7 +352,7 @@ def _person(given: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[str, di
 # converts ('per GJ') from one that does not, and a noun made from a verb is most often asked with
 # the verb; both were too rare at equal odds (ajet.generate.call_tasks.template_question).
 WEIGHTS = {"ask": 1.0, "request": 1.0, "terse": 0.5, "unit": 2.0, "verb": 2.0, "first_person": 1.0,
-           "possessive": 1.0, "person": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0}
+           "possessive": 1.0, "person": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0, "expression": 1.0}
 
 
 def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
@@ -370,7 +384,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
         where = " ".join(_places(steps, given, rng))
         for family, forms in _ask_forms(noun, where, what.unit, what.count, amount).items():
             add(family, forms)
-        free = [v for v in given.values() if isinstance(v, str) and not _ID.fullmatch(v)]
+        free = [v for v in given.values() if isinstance(v, str) and _NAME.fullmatch(v)]
         if len(given) == 1 and len(free) == 1:  # one name or title: "What is Ana Ruiz's total fine?"
             add("possessive", [f"What is {free[0]}'s {noun}?", f"Tell me {free[0]}'s {noun}."]
                 + ([f"How many {noun} does {free[0]} have?"] if what.count else []))
@@ -389,6 +403,11 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     verbs = _verb_forms(what, last_description, given, steps, rng)
     if verbs:
         add("verb", verbs)
+    expressions = [v for v in given.values() if isinstance(v, str) and _EXPRESSION.fullmatch(v)]
+    if len(given) == 1 and expressions:  # a calculation: "What is 12 * 7?", not "the result for 12 * 7"
+        found = {"expression": [f"What is {expressions[0]}?", f"Calculate {expressions[0]}.",
+                                f"What's {expressions[0]}?", f"Compute {expressions[0]}, please.",
+                                f"How much is {expressions[0]}?"]}
     if field and len(steps) > 1 and "of the" in field:  # which of a comparison's values a chain passed on
         which = field.split(" of the ")[-1].split()[0]
         found = {k: [f for f in v if which in f] or v for k, v in found.items()}

@@ -76,6 +76,21 @@ def mentions(value: Any, text: str) -> bool:
     return states_value(text, value, 1e-9)
 
 
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+
+
+def said(name: str, value: Any, question: str) -> bool:
+    """Whether `question` gives argument `name`'s value: a boolean by its phrase ('including tax'), a
+    month number by its name ('in March'), anything else as `mentions` reads it."""
+    if isinstance(value, bool):
+        return flag_phrase(name, value) in question.casefold()
+    if words(name).split(" ")[-1] == "month" and isinstance(value, int) and 1 <= value <= 12 \
+            and re.search(rf"\b{MONTHS[value - 1]}\b", question, re.IGNORECASE):
+        return True
+    return mentions(value, question)
+
+
 def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], tool_names: list[str]) -> str | None:
     """Why `question` cannot stand for the calls (a drop reason), or None when it can."""
     if len(_WORD.findall(question)) < 4:
@@ -83,9 +98,7 @@ def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], 
     lowered = question.casefold()
     if any(name.casefold() in lowered for name in tool_names if "_" in name or len(name) > 12):
         return "names_a_tool"
-    missing = [key for key, value in mention.items()
-               if not (flag_phrase(key.removeprefix("then "), value) in lowered if isinstance(value, bool)
-                       else mentions(value, question))]
+    missing = [key for key, value in mention.items() if not said(key.removeprefix("then "), value, question)]
     if missing:
         return "misses_a_value"
     if any(_informative(value) and mentions(value, question) for value in hidden):

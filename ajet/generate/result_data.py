@@ -16,6 +16,7 @@ Pure functions of the standard library's types.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -24,22 +25,36 @@ Path = tuple[Any, ...]
 
 _LABELLED = re.compile(r"^\s*[-*•]?\s*([A-Za-z][A-Za-z0-9 _/().-]{0,40}?)\s*:\s+(\S.{0,300}?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_DATEISH = re.compile(r"\d{4}-\d{2}|\d{1,2}:\d{2}|\d{1,2}/\d{1,2}")
+# An id written bare: letters, then digits ('X-1234', 'C-17', 'tr-104', 'ORD-2024-001', 'SKU123'); lower-case
+# letters only with a separator ('mp3' and 'covid19' are words).
+ID_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z][A-Za-z]{0,5}[-_]?|[a-z]{1,6}[-_])\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")
 _NOTHING = re.compile(r"\b(?:no|not|none|nothing|zero)\b[^.\n]{0,40}?\b(?:found|results?|match(?:es|ing)?|exists?|"
                       r"available|records?|data|entries|items)\b|^\s*(?:none|null|n/?a|\[\]|\{\})\s*\.?\s*$",
                       re.IGNORECASE)
 MAX_LINES = 400  # lines of a text result read as labelled lines
 
 
+_AMOUNT = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:%|[A-Za-z°$€£][A-Za-z/°%]{0,12})(?:\b.*)?")
+
+
 def _scalar(text: str) -> Any:
+    """A cell or a labelled value as data: a number, an amount with its unit as its number ('11.6 km
+    round trip, 570 m gain' -> 11.6, '60 spaces' -> 60), else the text."""
     text = text.strip().strip("'\"`").strip()
     if _NUMBER.fullmatch(text):
         return int(text) if re.fullmatch(r"-?\d+", text) and len(text) < 16 else float(text)
+    amount = _AMOUNT.fullmatch(text) if len(text) <= 60 else None
+    if amount and not _DATEISH.match(text):
+        return _scalar(amount.group(1))
     return text
 
 
 def structured(result: Any) -> Any:
-    """`result` as data: dicts and lists as they are, JSON text parsed, labelled lines as records; any
-    other text stays text."""
+    """`result` as data: dicts and lists as they are; text as the first of these it holds: JSON, a bare
+    number, an HTML or Markdown table (a list of records by its header; [] when it has no rows),
+    labelled lines, or lines that each name one id ('- **Lake Serene** [tr-151]: ...' -> {"name",
+    "id"}); any other text stays text."""
     if not isinstance(result, str):
         return result
     text = result.strip()
@@ -48,6 +63,16 @@ def structured(result: Any) -> Any:
             return json.loads(text)
         except ValueError:
             pass
+    if _NUMBER.fullmatch(text):
+        return _scalar(text)
+    for reader in (_html_table, _markdown_table, _labelled, _id_lines):
+        found = reader(text)
+        if found is not None:
+            return found
+    return result
+
+
+def _labelled(text: str) -> Any:
     records: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     for line in text.splitlines()[:MAX_LINES]:
@@ -62,8 +87,57 @@ def structured(result: Any) -> Any:
     if current:
         records.append(current)
     if sum(len(r) for r in records) < 2:
-        return result
+        return None
     return records[0] if len(records) == 1 else records
+
+
+_CELL = re.compile(r"<t([hd])[^>]*>(.*?)</t[hd]>", re.IGNORECASE | re.DOTALL)
+_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]{0,200}>")
+
+
+def _html_table(text: str) -> Any:
+    if "<table" not in text[:2000].lower():
+        return None
+    header: list[str] = []
+    records: list[dict[str, Any]] = []
+    for row in _ROW.findall(text[:200_000]):
+        cells = _CELL.findall(row)
+        if cells and all(kind.lower() == "h" for kind, _ in cells) and not header:
+            header = [" ".join(_TAG.sub(" ", body).split()) for _, body in cells]
+        elif cells and header:
+            values = [_scalar(html.unescape(" ".join(_TAG.sub(" ", body).split()))) for _, body in cells]
+            records.append(dict(zip(header, values)))
+    return records if header else None
+
+
+def _markdown_table(text: str) -> Any:
+    lines = [line.strip() for line in text.splitlines()[:MAX_LINES] if line.strip().startswith("|")]
+    if len(lines) < 2 or not re.fullmatch(r"\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?", lines[1]):
+        return None
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip("|").split("|")]
+    header = cells(lines[0])
+    return [dict(zip(header, (_scalar(c) for c in cells(line)))) for line in lines[2:]]
+
+
+_BOLD = re.compile(r"\*\*([^*]{1,80})\*\*|__([^_]{1,80})__")
+
+
+def _id_lines(text: str) -> Any:
+    """Lines that each name exactly one id, as records {"id", "name"}: a list written as text."""
+    records = []
+    for line in text.splitlines()[:MAX_LINES]:
+        ids = ID_SHAPE.findall(line)
+        if len(ids) != 1:
+            continue
+        record: dict[str, Any] = {"id": ids[0]}
+        bold = _BOLD.search(line)
+        name = (bold.group(1) or bold.group(2)) if bold else line.split(ids[0])[0].strip(" -*•[(:#\t")
+        if name and len(name) <= 80 and not ID_SHAPE.search(name):
+            record["name"] = name.strip()
+        records.append(record)
+    return records if len(records) >= 1 and any("name" in r for r in records) else None
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -86,7 +160,8 @@ def says_nothing(result: Any, arguments: dict[str, Any]) -> bool:
     data = structured(result)
     if isinstance(data, str):
         text = data.strip()
-        return not text or (len(text) <= 120 and bool(_NOTHING.search(text)))
+        # "Commit history:" with nothing under it: a heading of an empty list
+        return not text or (len(text) <= 120 and bool(_NOTHING.search(text))) or (len(text) <= 60 and text.endswith(":"))
     given = [v for v in arguments.values() if not isinstance(v, (dict, list))]
     scalars: list[Any] = []
     empty_list = False

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate.explore_values import ArgSpec, Value, in_range, item_spec, significant, tokens, typed
+from ajet.generate.result_data import ID_SHAPE
 
 MAX_TEXT = 4_000  # characters of one description or error message that are read
 
@@ -32,8 +33,12 @@ _HINT_COLON = re.compile(r"\b(?:known|valid|available|allowed|supported|accepted
                          r"choose from|one of|try)\b[^:;.\n]{0,40}?:\s*([^;\n]{0,400})", re.IGNORECASE)
 _HINT_BARE = re.compile(r"\b(?:one of|should be|must be|choose from|expected|valid values are|try)\s+([^:;\n]{0,400})",
                         re.IGNORECASE)
-# An id written bare: letters, then digits, with an optional dash ('X-1234', 'C-17', 'ORD-2024-001', 'SKU123').
-ID_SHAPE = re.compile(r"(?<![\w-])[A-Z][A-Za-z]{0,5}[-_]?\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")
+# A path written out: '/srv/data/repo', '~/notes', 'C:\\work' is left to quotes.
+_PATH = re.compile(r"(?<![\w/~.-])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]+/?(?![\w/])")
+_PATH_WORDS = {"path", "dir", "directory", "folder", "file", "filename", "repo", "repository", "root", "cwd"}
+# An error's quoted value is offered as valid when the message says so ("outside the allowed repository '/srv/x'")
+_OFFERS = re.compile(r"\b(?:allowed|valid|expected|available|supported|known|did you mean|instead|only|use|try)\b",
+                     re.IGNORECASE)
 _DATE = re.compile(r"(?<![\w-])(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)Z?)?(?![\w-])")
 _TIME = re.compile(r"(?<![\w:.-])((?:[01]?\d|2[0-3]):[0-5]\d)(?![\w:])")
 # Words that make an argument's name an id (`customer_id`): the rest of the name is the thing it identifies.
@@ -50,20 +55,18 @@ _FORMATS = [
     (re.compile(r"\bYYYY-MM-DD\b|\bYYYY/MM/DD\b", re.I), "date"),
     (re.compile(r"\bMM/DD/YYYY\b", re.I), "date_us"),
     (re.compile(r"\bDD/MM/YYYY\b|\bDD\.MM\.YYYY\b", re.I), "date_eu"),
-    (re.compile(r"\bYYYY-MM\b", re.I), "month"),
+    (re.compile(r"\bYYYY-MM\b(?![-/])", re.I), "month"),
     (re.compile(r"\bHH:MM:SS\b", re.I), "time_s"),
     (re.compile(r"\bHH:MM\b|\b24[- ]hour\b|\bhh:mm\b", re.I), "time"),
 ]
-_FORMAT_VALUES = {
-    "datetime": ["2025-06-02T09:30:00", "2025-11-14T16:45:00"],
-    "date": ["2025-06-02", "2025-11-14"],
-    "date_us": ["06/02/2025", "11/14/2025"],
-    "date_eu": ["02/06/2025", "14/11/2025"],
-    "month": ["2025-06", "2025-11"],
-    "time_s": ["09:30:00", "16:45:00"],
-    "time": ["09:30", "16:45", "21:05"],
-}
+# (month, day) of the dates a format makes, and times; the year is one a text names, else YEAR
+_DAYS = [(1, 15), (6, 2), (11, 14)]
+_TIMES = ["09:30", "16:45", "21:05"]
+YEAR = 2025
+_KIND = {"datetime": "date", "date": "date", "date_us": "date", "date_eu": "date", "month": "date",
+         "time_s": "time", "time": "time"}
 _SCHEMA_FORMATS = {"date": "date", "date-time": "datetime", "time": "time_s"}
+_YEAR = re.compile(r"(?<![\w-])((?:19|20)\d\d)(?![\w-])")
 
 
 def named_formats(text: str) -> list[str]:
@@ -72,13 +75,28 @@ def named_formats(text: str) -> list[str]:
     return [name for pattern, name in _FORMATS if pattern.search(text)]
 
 
-def format_values(spec: ArgSpec, *texts: str) -> list[Value]:
-    """Values of the formats the schema (`format`, `pattern`) or a text names, typed for `spec`; the
-    origin is the caller's to set (a description's format is a description value)."""
+def _format_values(name: str, year: int) -> list[str]:
+    dates = [(year, m, d) for m, d in _DAYS]
+    return {"datetime": [f"{y}-{m:02d}-{d:02d}T{t}:00" for (y, m, d), t in zip(dates, _TIMES)],
+            "date": [f"{y}-{m:02d}-{d:02d}" for y, m, d in dates],
+            "date_us": [f"{m:02d}/{d:02d}/{y}" for y, m, d in dates],
+            "date_eu": [f"{d:02d}/{m:02d}/{y}" for y, m, d in dates],
+            "month": [f"{y}-{m:02d}" for y, m, _ in dates],
+            "time_s": [f"{t}:00" for t in _TIMES], "time": list(_TIMES)}[name]
+
+
+def format_values(spec: ArgSpec, *texts: str, scoped: tuple[str, ...] = ()) -> list[Value]:
+    """Values of the formats the schema (`format`, `pattern`) or a text names, typed for `spec`: dates in
+    a year a text names ("Day in 2024, YYYY-MM-DD" -> 2024-01-15, ...), else YEAR. `scoped` texts (a
+    tool's description, the system prompt) give a format only to an argument that takes its kind (a
+    date, a time): "start and end (HH:MM)" in a tool's description is no recipe for its room id."""
     names = [_SCHEMA_FORMATS[spec.schema["format"]]] if spec.schema.get("format") in _SCHEMA_FORMATS else []
     for text in texts:
         names += [n for n in named_formats(text) if n not in names]
-    raw = [v for name in names for v in _FORMAT_VALUES[name]]
+    for text in scoped:
+        names += [n for n in named_formats(text) if n not in names and _takes(spec, _KIND[n])]
+    years = [int(y) for text in (*texts, *scoped) for y in _YEAR.findall(_strip_formats(text[:MAX_TEXT]))]
+    raw = [v for name in names for v in _format_values(name, years[0] if years else YEAR)]
     pattern = spec.schema.get("pattern")
     if isinstance(pattern, str):
         raw += pattern_values(pattern)
@@ -135,7 +153,7 @@ class Mention:
     values: list[Any]
     label: str
     context: str
-    kind: str  # example | quoted | list | range | id | date | time
+    kind: str  # example | quoted | list | range | id | date | time | path
 
 
 def text_mentions(text: str) -> list[Mention]:
@@ -146,13 +164,17 @@ def text_mentions(text: str) -> list[Mention]:
         items = split_items(m.group(1), max_words=4)
         if items:
             found.append(Mention(items, "", text[:m.start()], "example"))
-    rest = _EG.sub(" ", text)
+    # an example's place is marked: a list whose items each come with examples lists kinds of values
+    # ("ISO 8601 format (e.g. ...), relative dates (e.g. ...)"), not values
+    rest = _EG.sub(" \x00 ", text)
     for m in _QUOTED.finditer(rest):
         found.append(Mention([next(g for g in m.groups() if g is not None)], "", rest[:m.start()], "quoted"))
     unquoted = _QUOTED.sub(" ", rest)
     for m in _DATE.finditer(unquoted):
         found.append(Mention([m.group(0) if m.group(2) else m.group(1)], "", unquoted[:m.start()], "date"))
-    no_dates = _DATE.sub(" ", unquoted)
+    for m in _PATH.finditer(unquoted):  # a sentence's full stop after a path is not part of it
+        found.append(Mention([m.group(0).rstrip(".,;:").rstrip("/") or "/"], "", unquoted[:m.start()], "path"))
+    no_dates = _DATE.sub(" ", _PATH.sub(" ", unquoted))
     for m in _TIME.finditer(no_dates):
         found.append(Mention([m.group(1)], "", no_dates[:m.start()], "time"))
     for m in ID_SHAPE.finditer(no_dates):
@@ -183,6 +205,8 @@ def split_items(text: str, max_words: int) -> list[str]:
 
 
 def _list_items(text: str) -> list[str]:
+    if "\x00" in text:
+        return []
     items = split_items(text, max_words=3)
     # three or more, or two joined by 'or': "Bcf and percent full" is a phrase, not a choice
     if len(items) >= 3 or (len(items) == 2 and re.search(r"\sor\s", text)):
@@ -224,6 +248,12 @@ def id_variants(value: str, count: int, rng: random.Random, exclude: set[str]) -
     return out
 
 
+def carries_quantity(value: str) -> bool:
+    """Free text with numbers that are quantities ('12 * 7', '55 mile/hour'): not an id, a date or a time."""
+    return bool(re.search(r"\d", value)) and not ID_SHAPE.search(value) and not _DATE.search(value) \
+        and not _TIME.search(value) and not _PATH.search(value) and len(value) <= 80
+
+
 def is_id_argument(spec: ArgSpec) -> bool:
     """A string argument whose name says it identifies something (`customer_id`, `sku`, `order_no`)."""
     return spec.type in ("string", None) and bool(tokens(spec.name) & _ID_WORDS)
@@ -242,10 +272,13 @@ def _takes(spec: ArgSpec, kind: str) -> bool:
     if kind == "time":
         return spec.type in ("string", None) and (bool(words & {"time", "hour", "at", "start", "end"})
                                                  or fmt == "time")
+    if kind == "path":
+        return spec.type in ("string", None) and bool(words & _PATH_WORDS)
     return True
 
 
-def description_values(spec: ArgSpec, tool_description: str, all_specs: list[ArgSpec]) -> list[Value]:
+def description_values(spec: ArgSpec, tool_description: str, all_specs: list[ArgSpec],
+                       prompt: str = "") -> list[Value]:
     """Values the argument's own description names, then those of the tool's description that are
     about this argument: a list labelled with the argument's words ('Units: ...' for from_unit), or an
     example, quoted value, bare id, date or range after those words (or in a one-argument tool, or for
@@ -253,15 +286,24 @@ def description_values(spec: ArgSpec, tool_description: str, all_specs: list[Arg
     array argument gets one-item lists of its items' values."""
     item = item_spec(spec)
     if item is not None:
-        inner = description_values(item, tool_description, [item])
+        inner = description_values(item, tool_description, [item], prompt)
         return [Value([v.value], v.origin) for v in inner]
+    if spec.schema.get("enum") or "const" in spec.schema:
+        return []  # the schema lists every value: a description's other words ('°C') are no values
     name_words = thing_words(spec.name)
     raw: list[Any] = []
     for mention in text_mentions(spec.description):
         if _takes(spec, mention.kind) or mention.kind in ("example", "quoted", "list", "range"):
             raw += expand(mention.values, spec, mention.kind)
+    # the system prompt names what a deployment fixes (the repository, the account): only values of
+    # a kind the argument takes, or right after the argument's own words
+    for mention in text_mentions(prompt):
+        if mention.kind in ("id", "date", "time", "path") and _takes(spec, mention.kind) \
+                and (len([s for s in all_specs if _takes(s, mention.kind)]) == 1
+                     or name_words <= tokens(mention.context)):
+            raw += expand(mention.values, spec, mention.kind)
     for mention in text_mentions(tool_description):
-        if mention.kind in ("id", "date", "time"):
+        if mention.kind in ("id", "date", "time", "path"):
             takers = [s for s in all_specs if _takes(s, mention.kind)]
             about = _takes(spec, mention.kind) and (len(takers) == 1 or name_words <= tokens(mention.context))
         elif mention.kind == "list":  # every word of the name: 'One order: status, SKU' lists no order ids
@@ -271,7 +313,7 @@ def description_values(spec: ArgSpec, tool_description: str, all_specs: list[Arg
         if about:
             raw += expand(mention.values, spec, mention.kind)
     out = typed(raw, spec, "description")
-    return out + [v for v in format_values(spec, spec.description, tool_description)
+    return out + [v for v in format_values(spec, spec.description, scoped=(tool_description,))
                   if v.value not in [o.value for o in out]]
 
 
@@ -292,6 +334,8 @@ def hint_items(message: str) -> list[str]:
             found += quoted
         elif body.strip().startswith("["):
             found += split_items(body, max_words=4)
+    if not found and _OFFERS.search(message):  # "outside the allowed repository '/srv/x'", "did you mean 'Paris'?"
+        found += [next(g for g in q.groups() if g is not None) for q in _QUOTED.finditer(message)]
     return [item for item in dict.fromkeys(found) if not re.search(r"[\[\]{}]|\bformat\b", item, re.IGNORECASE)]
 
 
@@ -305,7 +349,8 @@ def hinted_arguments(message: str, arguments: dict[str, Any], specs: list[ArgSpe
     quoted = [n for n in arguments if n in by_name and isinstance(arguments[n], str) and len(arguments[n]) > 1
               and arguments[n].casefold() in text]
     probes = [n for n in quoted if arguments[n] == probe_value(n)]
-    for names in (probes, [n for n in probed if n in by_name], quoted):
+    # an error that quotes what an argument was sent is about that argument, even when another was probed
+    for names in (probes, quoted, [n for n in probed if n in by_name]):
         if names:
             return [by_name[n] for n in names]
     message_words = tokens(message[:MAX_TEXT])
