@@ -93,19 +93,19 @@ def copy_run(run: Path, to: Path) -> Path:
 
 
 @contextmanager
-def ajet_view(run_dirs: list[Path], log: Path) -> Iterator[str]:
-    """`ajet view RUN_DIR... --port 0 --no-browser` in a subprocess; yields the address it prints
-    (once /api/runs answers) and stops the process at the end."""
+def ajet_view(run_dirs: list[Path], log: Path, *extra: str) -> Iterator[str]:
+    """`ajet view RUN_DIR... --port 0 --no-browser [extra...]` in a subprocess; yields the address it prints
+    (once /api/runs answers, or asks for the key) and stops the process at the end."""
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "view", *map(str, run_dirs), "--port", "0",
-                                 "--no-browser"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                 "--no-browser", *extra], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     found: list[str] = []
 
     def ready() -> bool:  # the address is in the log once the server is up; then /api/runs must answer
         match = re.search(r"ajet view: (http://127\.0\.0\.1:\d+/)", log.read_text())
         if match and not found:
             found.append(match.group(1))
-        return bool(found) and httpx.get(found[0] + "api/runs", timeout=5).status_code == 200
+        return bool(found) and httpx.get(found[0] + "api/runs", timeout=5).status_code in (200, 401)
 
     try:
         wait_ready(proc, log, ready, "ajet view", poll_s=0.1)
