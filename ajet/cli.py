@@ -279,13 +279,13 @@ def _export(argv: list[str]) -> int:
 
         export_gguf(args.checkpoint, args.out, args.gguf, card_evals=args.card_eval)
         return 0
-    from ajet.backbone.registry import export_checkpoint  # a backbone's own format goes to its export
+    from ajet.export.dispatch import export_checkpoint  # a backbone's own format goes to its export
 
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
 
 def _setup(argv: list[str]) -> int:
-    from ajet.backbone.registry import get, names
+    from ajet.backbones import get, names
 
     parser = _parser("setup", "Build (or check) the managed Python environment a backbone runs in; "
                               "training builds it on first use too.")

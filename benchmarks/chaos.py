@@ -104,7 +104,7 @@ class Chaos(Workflow):
         messages = [{"role": "user", "content": task.query}]
         tool_metrics = {}
         if kind.startswith("tool_"):  # a 5 MB or an image result goes back to the model, as the MCP agent does
-            from ajet.workflows.mcp_client import call_tool, open_client
+            from ajet.mcp_client import call_tool, open_client
 
             name = task.metadata["tool"]
             async with open_client(task.metadata["server"]) as mcp:

@@ -50,8 +50,8 @@ _OVERRIDE_HELP = "overrides look like key=value, +key=value (add a key), ~key (d
 
 
 def available_backbones() -> list[str]:
-    """The registered backbone names (`ajet.backbone.registry`, entry-point group `ajet.backbones`)."""
-    from ajet.backbone.registry import names
+    """The registered backbone names (`ajet.backbones`, entry-point group `ajet.backbones`)."""
+    from ajet.backbones import names
 
     return names()
 

@@ -42,8 +42,7 @@ def terminal_dispositions():
 
 
 def _backbone(monkeypatch, run) -> None:
-    monkeypatch.setitem(sys.modules, "ajet.backbone.registry",
-                        types.SimpleNamespace(run_backbone=run, names=lambda: ["debug"]))
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry", types.SimpleNamespace(run_backbone=run))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
