@@ -21,21 +21,15 @@ import pytest
 
 from ajet.errors import ConfigError
 from ajet.sandbox import SandboxLimits, bwrap, run_python
+from tests.unit.sandbox_attacks import DISARM as DISARM_HOOK
+from tests.unit.sandbox_attacks import run_attacks
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = SandboxLimits(wall_s=10, cpu_s=5)
 
 pytestmark = pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"no OS sandbox here: {bwrap.unavailable()}")
 
-# Switch the audit hook off the way the issue did: rewrite the closure cell `refuse` of the hook function.
-DISARM = textwrap.dedent("""
-    import gc, json, os, socket
-    for _f in gc.get_objects():
-        if getattr(_f, "__name__", None) == "hook" and getattr(_f, "__closure__", None):
-            for _c in _f.__closure__:
-                if getattr(_c.cell_contents, "__name__", None) == "refuse":
-                    _c.cell_contents = lambda *a: None
-    socket.socket().close()  # the hook would refuse this: it is off
+DISARM = DISARM_HOOK + textwrap.dedent("""
     out = {}
 
     def attempt(name, fn):
@@ -56,23 +50,34 @@ def _refused(out: dict[str, str]) -> list[str]:
     return [name for name, what in out.items() if not what.startswith("refused")]
 
 
+def test_no_listed_attack_escapes(tmp_path: Path) -> None:
+    """The attacks benchmarks/chaos.py counts (tests/unit/sandbox_attacks.py), each in a program of its own."""
+    assert run_attacks(tmp_path) == []
+
+
 def test_writes_outside_the_folder_fail_with_the_hook_off(tmp_path: Path) -> None:
     target = tmp_path / "escape.txt"
-    out = _escape(f"""
+    stray = f"ajet-escape-{os.getpid()}"  # a name no one else uses: removed below should it ever get out
+    try:
+        out = _escape(f"""
         import sqlite3
         attempt("open", lambda: open({str(target)!r}, "w").write("x"))
         attempt("dir_fd_outside", lambda: os.open({str(tmp_path)!r}, os.O_RDONLY))
-        root = os.open("/", os.O_RDONLY)
+        # a folder fd outside: the host's tmp_path where it is visible (it must not be), else the root
+        root = os.open({str(tmp_path)!r} if os.path.isdir({str(tmp_path)!r}) else "/", os.O_RDONLY)
         attempt("dir_fd_create", lambda: os.open("x", os.O_CREAT | os.O_WRONLY, dir_fd=root))
         open("inside.txt", "w").write("x")
         attempt("rename_dst_dir_fd", lambda: os.rename("inside.txt", "moved.txt", dst_dir_fd=root))
         attempt("sqlite", lambda: sqlite3.connect({str(tmp_path / 'x.db')!r}).execute("create table t (x)"))
-        attempt("mkfifo", lambda: os.mkfifo("/fifo"))
-        attempt("mknod", lambda: os.mknod("/node"))
+        attempt("mkfifo", lambda: os.mkfifo({str(tmp_path / 'fifo')!r}))
+        attempt("mknod", lambda: os.mknod({str(tmp_path / 'node')!r}))
         for d in ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/usr", "/etc", "/root", "/proc", {os.path.dirname(os.__file__)!r}):
-            attempt("write " + d, lambda d=d: open(os.path.join(d, "x"), "w").write("x"))
+            attempt("write " + d, lambda d=d: open(os.path.join(d, {stray!r}), "w").write("x"))
         attempt("write_inside", lambda: open("/sandbox/ok.txt", "w").write("x"))
     """)
+    finally:
+        for d in ("/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/usr", "/etc", "/root", os.path.dirname(os.__file__)):
+            Path(d, stray).unlink(missing_ok=True)
     assert out.pop("write_inside") == "1"  # the folder itself is writable
     assert _refused(out) == [], out
     assert list(tmp_path.iterdir()) == []

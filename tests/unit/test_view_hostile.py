@@ -6,7 +6,6 @@ loopback the viewer needs a key or does not start."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,49 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.unit.view_run import ROOT, ajet_view
-
-BOMB = "".join([f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10 if i else ["x"] * 10) + "]\n" for i in range(9)])
-
-
-def _episode(n: int, **extra) -> dict:
-    return {"episode_id": f"e{n}", "group_id": "g1", "repeat": n, "step": 1, "reward": 0.5, "success": False,
-            "task": {"task_id": f"t{n}", "query": f"question {n}"}, "answer": "x",
-            "llm_calls": [{"index": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}], **extra}
-
-
-def _lines(*rows: object) -> str:
-    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
-
+from tests.unit.view_run import ROOT, ajet_view, build_hostile_folders, hostile_episode, jsonl_text
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hostile")
-    bad = base / "bad"  # one line of every kind that once gave a 500, among good lines
-    bad.mkdir()
-    deep = '{"episode_id": "deep", "metadata": ' + "[" * 990 + "]" * 990 + "}"
-    (bad / "episodes.jsonl").write_text(_lines(
-        _episode(1), "[" * 100_000, _episode(3), deep,
-        _episode(5, llm_calls=[{"index": 0, "prompt_ids": ["x"], "completion_ids": [3]}]),
-        '{"episode_id": "e6", "group_id": "g1", "llm_calls": [{"index": 0, "prompt_ids": [Infinity]}]}',
-        _episode(7, tool_calls=5), _episode(8, llm_calls={"a": 1}), _episode(9)))
-    (bad / "samples.jsonl").write_text(_lines(
-        {"episode_id": "e1", "index": [9], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1]},
-        {"episode_id": "e1", "index": 0, "input_ids": 5, "loss_mask": [0]},
-        {"episode_id": "e1", "index": 1, "input_ids": [1, 2, 3], "loss_mask": [0, 1, 1], "advantage": 0.5}))
-    (bad / "metrics.jsonl").write_text(_lines({"step": 1, "reward_mean": 0.5}, "{" * 50_000, {"step": 2, "reward_mean": 1}))
-    (bad / "config.yaml").write_text("ajet:\n  model: {path: tiny-random}\n")
-
-    special = base / "special"  # files that are not regular files inside the folder
-    special.mkdir()
-    os.mkfifo(special / "episodes.jsonl")
-    os.symlink("/dev/zero", special / "val_episodes.jsonl")
-    outside = base / "outside.jsonl"
-    outside.write_text(_lines(_episode(1)))
-    os.symlink(outside, special / "eval_episodes.jsonl")
-    (special / "metrics.jsonl").write_text(_lines({"step": 1}))
-    (special / "config.yaml").write_text(BOMB)
-    return {"bad": bad, "special": special}
+    return build_hostile_folders(tmp_path_factory.mktemp("hostile"))
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +106,7 @@ def test_an_over_long_line_is_a_corrupt_row_never_held_whole(tmp_path, monkeypat
     monkeypatch.setattr(jsonl_index, "MAX_LINE_BYTES", 1000)
     monkeypatch.setattr(jsonl_index, "_CHUNK", 64)
     path = tmp_path / "episodes.jsonl"
-    path.write_text(_lines(_episode(1), '{"episode_id": "' + "x" * 50_000 + '"}', _episode(3)))
+    path.write_text(jsonl_text(hostile_episode(1), '{"episode_id": "' + "x" * 50_000 + '"}', hostile_episode(3)))
     index = jsonl_index.JsonlIndex(path, summarize_episode)
     index.refresh()
     first, long, last = index.lines()
@@ -160,7 +121,7 @@ def test_one_refresh_reads_a_bounded_amount_and_the_next_goes_on(tmp_path, monke
     from ajet.view.episodes import summarize_episode
 
     path = tmp_path / "episodes.jsonl"
-    path.write_text(_lines(*(_episode(n) for n in range(10))))
+    path.write_text(jsonl_text(*(hostile_episode(n) for n in range(10))))
     monkeypatch.setattr(jsonl_index, "MAX_REFRESH_BYTES", path.stat().st_size // 3)
     index = jsonl_index.JsonlIndex(path, summarize_episode)
     counts = []
