@@ -279,13 +279,13 @@ def _export(argv: list[str]) -> int:
 
         export_gguf(args.checkpoint, args.out, args.gguf, card_evals=args.card_eval)
         return 0
-    from ajet.backbone.registry import export_checkpoint  # a backbone's own format goes to its export
+    from ajet.export.dispatch import export_checkpoint  # a backbone's own format goes to its export
 
     return _exit_code(export_checkpoint(checkpoint=args.checkpoint, out=args.out, merge=args.merge))
 
 
 def _setup(argv: list[str]) -> int:
-    from ajet.backbone.registry import get, names
+    from ajet.backbones import get, names
 
     parser = _parser("setup", "Build (or check) the managed Python environment a backbone runs in; "
                               "training builds it on first use too.")
@@ -340,13 +340,17 @@ def _view(argv: list[str]) -> int:
                              "episode's conversation, judge and LLM calls, its tokens with loss mask and logprobs. "
                              "Read-only; a live run refreshes.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="runs/<project>/<run> or an `ajet eval` folder")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s; another "
+                        "than loopback needs --api-key)")
     parser.add_argument("--port", type=int, default=0, help="port (default: 0, a free one; the address is printed)")
+    parser.add_argument("--api-key", metavar="KEY", help="require this key (the printed address carries it; "
+                        "default: $AJET_VIEW_API_KEY)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     args = parser.parse_args(argv)
     from ajet.view.command import main as view_main
 
-    return view_main(args.run_dirs, host=args.host, port=args.port, open_browser=not args.no_browser)
+    return view_main(args.run_dirs, host=args.host, port=args.port, open_browser=not args.no_browser,
+                     api_key=args.api_key)
 
 
 def _train_retriever(argv: list[str]) -> int:

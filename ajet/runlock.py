@@ -42,6 +42,11 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> RunLock:
+        if self.run_dir.exists() and not self.run_dir.is_dir() or any(p.is_file() for p in self.run_dir.parents):
+            raise ConfigError(
+                f"output_dir {str(self.run_dir)!r} is a file (or lies under one), not a folder: the {self.what} writes "
+                "its config, metrics, episodes and checkpoints into a folder. Set output_dir to a new folder (or to "
+                "a run folder, with --resume).")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

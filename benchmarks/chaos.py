@@ -19,13 +19,29 @@ file, missing tensors, wrong rank, no config): each must be refused (400; 404 wi
 vLLM answers) and leave the base
 model's greedy output as it was, and a good adapter must then load under the same name.
 
-    python benchmarks/chaos.py [--steps 3] [--keep DIR]
+Then three more phases (issue 41):
+- the code sandbox: every attack of tests/unit/sandbox_attacks.py (the audit hook switched off through
+  gc, then writes outside the folder, a socket to a host port, fork and exec as root, the trainer's
+  /proc/<pid>/environ, the task files with their answers, TIOCSTI, ...) run by `ajet.sandbox.run_python`;
+  `sandbox_escapes` counts those that got out;
+- `ajet view` on run folders made to break it (tests/unit/view_run.py: one line of `[` x 100,000, lines
+  nested 990 deep, token ids that are strings or Infinity, sample rows of the wrong types, a FIFO, a link
+  to /dev/zero, a link out of the folder, a YAML alias bomb as config.yaml): every route is requested;
+  `viewer_500s` counts answers with status 500 and requests that got no answer within 30 s;
+- `ajet generate explore` then `tasks --from-calls` on three bad MCP servers: a tool with a 1 MB
+  description, 503 tools with generate.explore.max_calls=400, tools whose result changes between two
+  identical calls (a clock, a random price); `generator_hangs` counts commands still running after
+  GENERATE_LIMIT_S (killed then), and the line says how many tools got a call and how many tasks took a
+  changing value as their `final` answer.
+
+    python benchmarks/chaos.py [--steps 3] [--keep DIR] [--only sandbox,viewer,generator]
 
 A run is completed when its command exits 0 with its report (eval.json; metrics.jsonl with steps
 1..n exactly), no rewritten task leaked, every odd tool result was handled, and (GRPO) the second run
 on its folder was refused; the adapter phase counts as a third run. Lost episodes: expected episodes (tasks x group size, per step) without their line in the
 run's episodes file. Server 500s: answers with status 500 seen by either client.
-Last line: `chaos_runs_completed=<k>/<n> lost_episodes=<m> server_500s=<s>`.
+Last line: `chaos_runs_completed=<k>/<n> lost_episodes=<m> server_500s=<s> sandbox_escapes=<e>
+viewer_500s=<v> generator_hangs=<g>` (one line).
 """
 
 from __future__ import annotations
@@ -104,7 +120,7 @@ class Chaos(Workflow):
         messages = [{"role": "user", "content": task.query}]
         tool_metrics = {}
         if kind.startswith("tool_"):  # a 5 MB or an image result goes back to the model, as the MCP agent does
-            from ajet.workflows.mcp_client import call_tool, open_client
+            from ajet.mcp_client import call_tool, open_client
 
             name = task.metadata["tool"]
             async with open_client(task.metadata["server"]) as mcp:
@@ -279,6 +295,151 @@ def _bad_adapters(folder: Path) -> tuple[bool, dict[int, int], str]:
                           f"{unchanged}/{len(breakers)} · a good adapter then loads under the same name: {good}")
 
 
+def _sandbox_escapes(folder: Path) -> tuple[int, str]:
+    """Every attack of tests/unit/sandbox_attacks.py through run_python; (escapes, a line)."""
+    sys.path.insert(0, str(ROOT))
+    from ajet.sandbox import bwrap
+    from tests.unit.sandbox_attacks import attacks, run_attacks
+
+    why = bwrap.unavailable()
+    if why is not None:  # run_python refuses to run at all: nothing can escape, and the line says why
+        return 0, f"sandbox: run_python refuses to run here ({why}); no attack ran"
+    outside = folder / "sandbox-outside"
+    outside.mkdir(parents=True, exist_ok=True)
+    escaped = run_attacks(outside)
+    total = len(attacks(outside, 0))
+    return len(escaped), f"sandbox: {total - len(escaped)}/{total} attacks held with the audit hook off" + (
+        f" · ESCAPED: {', '.join(escaped)}" if escaped else "")
+
+
+def _viewer_bad_files(folder: Path) -> tuple[int, str]:
+    """`ajet view` on the hostile run folders; every route requested: (500s and unanswered, a line)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.unit.view_run import ajet_view, build_hostile_folders
+
+    base = folder / "viewer"
+    base.mkdir(parents=True, exist_ok=True)
+    runs = build_hostile_folders(base)
+    statuses: dict[str, int] = {}
+    routes = ["runs", "runs/0/metrics", "runs/1/metrics"]
+    routes += [f"runs/{r}/episodes?file={f}" for r in (0, 1) for f in ("episodes", "val_episodes", "eval_episodes")]
+    routes += [f"runs/0/episodes/{n}{tail}" for n in range(1, 10) for tail in ("", "/tokens")]
+    routes += [f"runs/0/compare?a=1&b={n}" for n in range(1, 10)]
+    with ajet_view([runs["bad"], runs["special"]], base / "view.log") as url:
+        for route in routes:
+            try:
+                status = str(httpx.get(url + "api/" + route, timeout=30).status_code)
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__  # no answer: as bad as a 500, counted with them
+            statuses[status] = statuses.get(status, 0) + 1
+    bad = sum(n for status, n in statuses.items() if not status.isdigit() or status.startswith("5"))
+    return bad, f"viewer: {len(routes)} requests on hostile run folders · answers {dict(sorted(statuses.items()))}"
+
+
+GENERATE_LIMIT_S = 180  # the 1 MB description ran past 15 minutes before the fix
+GENERATOR_SERVERS = {
+    "huge_description": '''
+from fastmcp import FastMCP
+
+mcp = FastMCP("huge-description")
+
+
+@mcp.tool(description="Look up a value for a code. " + "ab" * 500_000)  # 1 MB, no space in it
+def lookup(code: str = "A1") -> dict:
+    return {"price": 12.5, "code": code}
+''',
+    "many_tools": '''
+from fastmcp import FastMCP
+
+mcp = FastMCP("many-tools")
+
+
+def _tool(i):
+    def tool(n: int = 1) -> dict:
+        return {"value": i * n}
+
+    tool.__name__, tool.__doc__ = f"item_{i:03d}", f"The value of item {i}, times n."
+    return tool
+
+
+for _i in range(503):
+    mcp.tool(_tool(_i))
+''',
+    "changing": '''
+import random
+import time
+
+from fastmcp import FastMCP
+
+mcp = FastMCP("changing")
+
+
+@mcp.tool
+def current_time() -> dict:
+    """The current time of day."""
+    return {"time": time.strftime("%H:%M:%S") + f".{time.time_ns() % 10**6:06d}"}
+
+
+@mcp.tool
+def quote(item: str = "apple") -> dict:
+    """Today's price quote for an item."""
+    return {"item": item, "price": round(random.uniform(1, 1000), 2)}
+''',
+}
+
+
+def _generator_bad_servers(folder: Path) -> tuple[int, str]:
+    """explore, then tasks --from-calls, on each bad server, each command under GENERATE_LIMIT_S:
+    (commands that hung, a line per server)."""
+    hangs, lines = 0, []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name, source in GENERATOR_SERVERS.items():
+        where = folder / "generator" / name
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "server.py").write_text(source)
+        (where / "gen.yaml").write_text(textwrap.dedent("""
+            defaults:
+              - workflow: mcp_agent
+            ajet:
+              project: chaos-generate
+              model: {path: tiny-random}
+              workflow_args: {server: server.py}
+              generate:
+                teacher: self
+                explore: {max_calls: 400}
+                tasks: {phrasing: template, round_trip: false}
+        """))
+        steps = [["explore", "--out", "calls.jsonl"], ["tasks", "--from-calls", "calls.jsonl", "-n", "10", "--out", "tasks.jsonl"]]
+        said, listed = [], "?"
+        for step in steps:
+            started = time.perf_counter()
+            try:
+                done = subprocess.run([sys.executable, "-m", "ajet.cli", "generate", step[0], "--conf", "gen.yaml",
+                                       "--fresh", *step[1:]], cwd=where, env=env, capture_output=True, text=True,
+                                      timeout=GENERATE_LIMIT_S)
+            except subprocess.TimeoutExpired:
+                hangs += 1
+                said.append(f"{step[0]}: HUNG (killed after {GENERATE_LIMIT_S} s)")
+                break
+            said.append(f"{step[0]}: exit {done.returncode} in {time.perf_counter() - started:.0f} s")
+            if step[0] == "explore" and done.stdout.strip():
+                try:  # its last line is the summary: {"tools": N, "kept": ..., "no_working_call": {...}}
+                    listed = json.loads(done.stdout.strip().splitlines()[-1]).get("tools", "?")
+                except ValueError:
+                    pass
+            if done.returncode != 0:
+                said[-1] += f" ({(done.stderr.strip().splitlines() or [''])[-1][:160]})"
+                break
+        calls, tasks = _episodes(where / "calls.jsonl"), _episodes(where / "tasks.jsonl")
+        tried = {c.get("tool") or c.get("name") for c in calls}
+        said.append(f"tools with a kept call {len(tried - {None})}/{listed}")
+        if name == "changing":
+            finals = sum(1 for t in tasks if isinstance(t.get("answer"), dict) and "final" in t["answer"])
+            said.append(f"tasks whose final answer is a value that changes between calls {finals}/{len(tasks)}")
+        lines.append(f"generator/{name}: " + " · ".join(said))
+    return hangs, "\n".join(lines)
+
+
 def _episodes(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -289,9 +450,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--keep", metavar="DIR", help="keep the runs in DIR (default: a temporary folder)")
+    parser.add_argument("--only", metavar="A,B", help="run only these phases of: runs, adapters, sandbox, viewer, "
+                        "generator (default: all)")
     args = parser.parse_args()
     folder = Path(args.keep or tempfile.mkdtemp(prefix="ajet-chaos-"))
     folder.mkdir(parents=True, exist_ok=True)
+    phases = set(args.only.split(",")) if args.only else {"runs", "adapters", "sandbox", "viewer", "generator"}
     conf = _project(folder)
     completed, lost, server_500s = 0, 0, 0
     runs = [
@@ -300,7 +464,7 @@ def main() -> None:
         ("grpo", ["--conf", str(conf), f"trainer.steps={args.steps}", f"output_dir={folder / 'grpo'}"],
          folder / "grpo", "episodes.jsonl", args.steps * len(KINDS) * 2),
     ]
-    for name, argv, out, episodes_file, expected in runs:
+    for name, argv, out, episodes_file, expected in runs if "runs" in phases else []:
         # while GRPO trains, a second run on its folder: refused at once, the first run unharmed
         intrude = [*argv, f"gateway.port={_free_port()}"] if name == "grpo" else None
         rc, seconds, statuses, intruder = _ajet(argv, _free_port(), folder / f"{name}.log", intrude,
@@ -335,12 +499,21 @@ def main() -> None:
               f"{dict(sorted(statuses.items()))}{concurrent}")
         if rc != 0:
             print((folder / f"{name}.log").read_text()[-2000:])
-    adapters_ok, adapter_statuses, line = _bad_adapters(folder)
-    print(line)
-    completed += adapters_ok
-    server_500s += adapter_statuses.get(500, 0)
+    if "adapters" in phases:
+        adapters_ok, adapter_statuses, line = _bad_adapters(folder)
+        print(line)
+        completed += adapters_ok
+        server_500s += adapter_statuses.get(500, 0)
+    expected_runs = len(runs) * ("runs" in phases) + ("adapters" in phases)
+    bad = {"sandbox": 0, "viewer": 0, "generator": 0}  # escapes, 500s (and no answers), hung commands
+    for phase, run_phase in (("sandbox", _sandbox_escapes), ("viewer", _viewer_bad_files),
+                             ("generator", _generator_bad_servers)):
+        if phase in phases:
+            bad[phase], line = run_phase(folder)
+            print(line, flush=True)
     print(f"runs in {folder}")
-    print(f"chaos_runs_completed={completed}/{len(runs) + 1} lost_episodes={lost} server_500s={server_500s}")
+    print(f"chaos_runs_completed={completed}/{expected_runs} lost_episodes={lost} server_500s={server_500s} "
+          f"sandbox_escapes={bad['sandbox']} viewer_500s={bad['viewer']} generator_hangs={bad['generator']}")
 
 
 if __name__ == "__main__":

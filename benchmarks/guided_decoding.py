@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from ajet.engine.guided import build_matcher  # noqa: E402
 from ajet.gateway.constraints import guided_decoding  # noqa: E402
 from ajet.models import resolve_model_path  # noqa: E402
-from ajet.workflows.mcp_client import server_tools  # noqa: E402
+from ajet.mcp_client import server_tools  # noqa: E402
 
 TARGET = '<tool_call>\n{"name": "convert_price", "arguments": {"price": 3.2, "from_unit": "MMBtu", "to_unit": "Mcf"}}\n</tool_call>'
 

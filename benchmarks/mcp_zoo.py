@@ -71,7 +71,7 @@ def quoted(value: str) -> str:
 
 
 def tool_names(name: str) -> list[str]:
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     tools = asyncio.run(server_tools(zoo.server_of(name), zoo.yaml_path(name).parent))
     return [t["function"]["name"] for t in tools]

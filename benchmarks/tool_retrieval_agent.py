@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ajet.generate.files import write_jsonl
+from ajet.jsonl import write_jsonl
 from ajet.retrieval.load import select_tools
-from ajet.workflows.mcp_client import call_tool, open_client
+from ajet.mcp_client import call_tool, open_client
 
 SYSTEM = ("You answer questions about energy and utility figures. Call the one tool that fits the question, "
           "with the place it names; when you have the result, reply with one short sentence that states the value.")

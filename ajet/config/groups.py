@@ -19,7 +19,10 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from ajet.errors import ConfigError
+from ajet.safeyaml import YAMLProblem, check_aliases
 
 ALIASES = {"judger": "judge"}  # AgentJet's word for a judge
 # Keys of `ajet:` that a command-line pick of the group replaces instead of merging into.
@@ -118,6 +121,12 @@ def pick(group: str, option: str, folders: list[Path], source: str, from_command
     path = option_file(group, option, folders)
     if path is None:
         raise ConfigError(no_preset_message(group, option, folders, source))
+    try:
+        check_aliases(path.read_bytes())  # a user's preset is read by Hydra: bound its aliases first
+    except YAMLProblem as exc:
+        raise ConfigError(f"{path}: refused: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        pass  # Hydra reports what is wrong with it, naming the file
     return Pick(group, option, path, from_command_line)
 
 

@@ -36,6 +36,7 @@ from ajet.config.env import read_env_file
 from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
 from ajet.errors import ConfigError
 from ajet.runlock import claim_new_folder
+from ajet.safeyaml import YAMLProblem, check_aliases
 
 COMMAND_LINE = "the command line"
 PACKAGED = "the packaged defaults"
@@ -49,8 +50,8 @@ _OVERRIDE_HELP = "overrides look like key=value, +key=value (add a key), ~key (d
 
 
 def available_backbones() -> list[str]:
-    """The registered backbone names (`ajet.backbone.registry`, entry-point group `ajet.backbones`)."""
-    from ajet.backbone.registry import names
+    """The registered backbone names (`ajet.backbones`, entry-point group `ajet.backbones`)."""
+    from ajet.backbones import names
 
     return names()
 
@@ -180,7 +181,10 @@ def _read_user_yaml(path: Path) -> tuple[DictConfig, list[tuple[str, str]]]:
     if not path.is_file():
         raise ConfigError(f"config path {str(path)!r} is not a file; pass the YAML file itself to --conf")
     try:
+        check_aliases(path.read_bytes())  # before OmegaConf copies an alias bomb into 10^9 nodes
         loaded = OmegaConf.load(path)
+    except YAMLProblem as exc:
+        raise ConfigError(f"{path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

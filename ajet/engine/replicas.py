@@ -12,7 +12,8 @@ A replica that cannot be reached is set aside for `DOWN_S` seconds; its keys mov
 the request is sent again there, so one replica dying costs a retry, not the episode.
 
 LoRA: `load_adapter` / `unload_adapter` go to every replica (each must see the adapter folder at the
-same path), so whichever replica a request lands on serves the weights the trainer just published.
+same path), so whichever replica a request lands on serves the weights the trainer just published. A
+load is all or nothing: when a replica refuses it, the others unload it again.
 """
 
 from __future__ import annotations
@@ -120,10 +121,29 @@ class ReplicatedEngine(RemoteEngine):
 
     # ------------------------------------------------------------------ LoRA
     async def load_adapter(self, name: str, path: str) -> None:
-        await asyncio.gather(*(r.load_adapter(name, path) for r in self.replicas))
+        """Load on every replica or on none: when one refuses, the replicas that loaded it unload it again
+        (so no two replicas serve different weights under one name) and the refusal is raised."""
+        results = await asyncio.gather(*(r.load_adapter(name, path) for r in self.replicas), return_exceptions=True)
+        failed = [(r, e) for r, e in zip(self.replicas, results) if isinstance(e, BaseException)]
+        if not failed:
+            return
+        loaded = [r for r, e in zip(self.replicas, results) if not isinstance(e, BaseException)]
+        await asyncio.gather(*(r.unload_adapter(name) for r in loaded), return_exceptions=True)
+        first = failed[0][1]
+        if not isinstance(first, Exception):  # a cancellation: pass it on
+            raise first
+        where = ", ".join(r.base_url for r, _ in failed)
+        raise EngineError(f"{first} [refused by {len(failed)} of {len(self.replicas)} replicas ({where}); unloaded "
+                          f"again from the {len(loaded)} that had loaded it]") from first
 
     async def unload_adapter(self, name: str) -> None:
-        await asyncio.gather(*(r.unload_adapter(name) for r in self.replicas))
+        """Unload from every replica; one that does not have it (HTTP 404, e.g. after a rolled-back load) is
+        already where it should be. EngineError when none had it, or a replica failed otherwise."""
+        results = await asyncio.gather(*(r.unload_adapter(name) for r in self.replicas), return_exceptions=True)
+        errors = [e for e in results if isinstance(e, BaseException)]
+        other = [e for e in errors if not (isinstance(e, EngineError) and "answered HTTP 404" in str(e))]
+        if other or len(errors) == len(self.replicas):
+            raise (other or errors)[0]
 
 
 def _unreachable(exc: EngineError) -> bool:

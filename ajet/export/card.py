@@ -16,9 +16,11 @@ from typing import Any
 def _yaml(path: Path) -> dict[str, Any]:
     import yaml
 
+    from ajet.safeyaml import YAMLProblem, safe_load
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        data = safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError, YAMLProblem):
         return {}
     return data.get("ajet", data) if isinstance(data, dict) else {}
 

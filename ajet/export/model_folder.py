@@ -26,7 +26,8 @@ def checkpoint_label(given: Path, checkpoint: Path, backbone: str) -> str:
 def model_folder(model: str, run_dir: Path) -> str:
     """A model name or folder as is; a training checkpoint (or a run folder: its newest checkpoint)
     merged into `run_dir/model-...` first, so any checkpoint can be evaluated or served directly."""
-    from ajet.backbone.registry import checkpoint_owner, export_checkpoint
+    from ajet.backbones import checkpoint_owner
+    from ajet.export.dispatch import export_checkpoint
     from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
 
     path = Path(model)

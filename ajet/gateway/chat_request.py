@@ -5,7 +5,8 @@ renderer, the tracker or the tool-call parser could trip over is refused here wi
 field (`messages.1.tool_calls.0.function.name`). Fields ajet does not use are accepted and ignored,
 except the sampling options OpenAI defines that an engine would have to apply (penalties,
 `logit_bias`, `top_logprobs` alternatives): those are checked like completions checks them, and a
-value other than the neutral one is refused (400 naming it) rather than silently not applied.
+value other than the neutral one is refused (400 naming it) rather than silently not applied, and so
+is vLLM's request-level `chat_template` (the server renders with its own template).
 `logprobs: true` is honoured: the sampled tokens' logprobs come back in `choices[0].logprobs.content`.
 """
 
@@ -49,6 +50,7 @@ class ChatRequest(BaseModel):
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
+    chat_template: Any = None  # vLLM's per-request template: refused, the server's own template renders
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -84,6 +86,10 @@ def _check_unsupported(chat: ChatRequest) -> None:
             raise _bad(f"logit_bias maps token ids (integer strings) to numbers in [-100, 100]; got {key!r}: "
                        f"{value!r}", "logit_bias")
     refuse_unsupported(chat, _UNSUPPORTED)
+    if chat.chat_template is not None:
+        raise _bad("chat_template in a request is not supported: every request is rendered with the template the "
+                   "server was started with (ajet serve --chat-template, or model.chat_template in training), so "
+                   "the tokens match what is trained; leave it out", "chat_template")
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> set[str]:

@@ -14,7 +14,6 @@ gateway (rendered, queued for the engine, generated), the episodes' timeout cloc
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import secrets
 import time
@@ -297,16 +296,6 @@ def _bearer(request: Request) -> str | None:
 def _unauthorised() -> JSONResponse:
     return openai_error(401, "invalid or finished API key: each episode's key is valid only while it runs",
                         code="invalid_api_key")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the gateway reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: it may resolve to any interface
-        return False
 
 
 def _sse_chunks(result: dict[str, Any], chat: ChatRequest):

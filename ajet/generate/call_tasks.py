@@ -41,7 +41,7 @@ from ajet.generate import natural, phrasing
 from ajet.generate.candidates import Candidate, candidates, refusals
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.explore_values import arg_specs
-from ajet.generate.files import JsonlAppender, dropped_path, read_rows
+from ajet.jsonl import JsonlAppender, dropped_path, read_rows
 from ajet.generate.schedule import schedule, with_refusals
 from ajet.judge.function_call import values_match
 
@@ -72,7 +72,7 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                               seed: int = 0) -> CallTaskReport:
     """Write up to `n` call-first tasks from the bank at `calls_path` to `out` (resuming)."""
     from ajet.generate.server import server_of
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     bank = read_rows(calls_path)
     if not bank:

@@ -17,7 +17,7 @@ from typing import Any
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError
 from ajet.generate import phrasing
-from ajet.judge.exact_match import numbers_in
+from ajet.judge.numbers import numbers_in
 from ajet.judge.tool_reference import states_value
 from ajet.workflow import Task
 

@@ -42,7 +42,7 @@ from rich.console import Console
 from ajet.config.schema import AjetConfig, TaskReaderConfig
 from ajet.errors import GenerateError
 from ajet.generate.endpoint import endpoint_of, open_endpoint
-from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 from ajet.judge.base import Judge, Reward
 from ajet.judge.grounded import grounding_problem, tool_use_problem
@@ -218,7 +218,7 @@ async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: b
     """Write the call-first tasks' demonstrations by construction (ajet.generate.constructed), each
     row the moment its final sentence is decided."""
     from ajet.generate.constructed import demo_messages, final_sentence
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     tools = await server_tools(server_of(cfg), cfg.base_dir)
     system_prompt = cfg.workflow_args.get("system_prompt") or ""

@@ -41,7 +41,7 @@ from ajet.errors import GenerateError
 from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, feeds, generic_values, item_spec,
                                           leaves, probe_value, schema_values, shared_paths, significant, tokens,
                                           value_key)
-from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.result_data import changed_paths, same_value, says_nothing, under
 from ajet.generate.server import server_of
 from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, hint_values,
@@ -275,7 +275,7 @@ class Explorer:
                   variant_of: str | None = None) -> bool:
         """Run one call and file it; True when it was kept. `variant_of`: the kept call this one varies
         (`vary`): refused, it is filed as `refused_variant` with the text the agent would see."""
-        from ajet.workflows.mcp_client import call_tool
+        from ajet.mcp_client import call_tool
 
         probed = probed or []
         self.probed.update((tool.name, arg) for arg in probed)
@@ -529,7 +529,7 @@ def _commonest(errors: Counter, n: int) -> str:
 async def explore_server(cfg: AjetConfig, out: Path, *, fresh: bool = False) -> ExploreReport:
     """Explore the config's MCP server and write the call bank to `out` (resuming from what is there).
     Raises GenerateError when no call works, naming the tools and the commonest errors."""
-    from ajet.workflows.mcp_client import open_client, server_tools
+    from ajet.mcp_client import open_client, server_tools
 
     started = time.monotonic()
     server = server_of(cfg)

@@ -13,7 +13,7 @@ import random
 import re
 from typing import Any
 
-from ajet.judge.exact_match import parse_number
+from ajet.judge.numbers import parse_number
 from ajet.judge.tool_reference import states_value
 
 QUESTION_REGEX = r"(What|How|Which|Where|Can you|Could you|Please) [^\n{}\[\]<>?]{12,140}\?"  # a bare question, one line

@@ -38,7 +38,7 @@ from rich.table import Table
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import GenerateError
-from ajet.generate.files import dropped_path, read_rows
+from ajet.jsonl import dropped_path, read_rows
 
 console = Console()
 # judges that score an episode against task.answer; any other built-in one is replaced by tool_reference

@@ -33,7 +33,7 @@ from rich.console import Console
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError, GenerateError
 from ajet.generate.endpoint import endpoint_of, open_endpoint
-from ajet.generate.files import JsonlAppender, dropped_path
+from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
 
 console = Console()
@@ -169,7 +169,7 @@ def plan_targets(tool_names: list[str], coverage: Counter, multi_share: float, r
 
 async def generate_tasks(cfg: AjetConfig, n: int, out: Path, *, fresh: bool = False, seed: int = 0) -> TaskReport:
     """Write up to `n` tasks to `out` (resuming from what is there); raises GenerateError on none."""
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     server = server_of(cfg)
     tools = await server_tools(server, cfg.base_dir)

@@ -7,20 +7,15 @@ The helpers `answer_text` and `reference` are shared with `math_boxed`.
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
+from ajet.judge.numbers import numbers_in, parse_number
 from ajet.judge.registry import parse_args
 from ajet.workflow import Task, WorkflowOutput
-
-# A number in free text: optional sign, digits with optional thousands commas, decimals, exponent.
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
-
 
 class ExactMatchArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -96,41 +91,6 @@ def reference(task: Task, answer_key: str | None, judge_name: str) -> Any:
     if expected is None:
         raise JudgeError(f"{judge_name}: task {task.task_id!r} has no reference answer (task.answer is None)")
     return expected
-
-
-def parse_number(value: Any) -> float | None:
-    """A number from an int/float or a numeric string ('1,234', '3/4', '-2.50', '1e3'); else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    text = value.strip().replace(" ", "")
-    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", text):
-        text = text.replace(",", "")
-    fraction = re.fullmatch(r"([-+]?\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)", text)
-    if fraction:
-        denominator = float(fraction.group(2))
-        return float(fraction.group(1)) / denominator if denominator else None
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def numbers_in(text: str) -> list[float]:
-    """Every number written in `text`, in order ('1,234.5' is one number)."""
-    found = []
-    for match in _NUMBER.finditer(text):
-        token = match.group(0)
-        if not any(ch.isdigit() for ch in token):
-            continue
-        number = parse_number(token)
-        if number is not None:
-            found.append(number)
-    return found
 
 
 def _as_text(value: Any) -> str:

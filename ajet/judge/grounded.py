@@ -15,37 +15,21 @@ No reference answer is needed, so it filters teacher or self-generated demonstra
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ajet.judge.base import Judge, Reward
+from ajet.judge.numbers import numbers_in, written_numbers
 from ajet.judge.registry import parse_args
 from ajet.tool_results import record_error
 from ajet.workflow import Task, WorkflowOutput
-
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
-
 
 class GroundedArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min_tool_calls: int = Field(1, ge=0, description="Fewest tool calls an episode must make.")
     min_text_chars: int = Field(3, ge=1, description="Shortest text value of a tool result that counts as a mention.")
-
-
-def numbers_in(text: str) -> list[tuple[float, int]]:
-    """(value, decimals written) of each number in `text`; thousands separators are ignored."""
-    out = []
-    for match in _NUMBER.finditer(text):
-        raw = match.group(0).replace(",", "")
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        out.append((value, len(raw.split(".")[1]) if "." in raw else 0))
-    return out
 
 
 def leaves(value: Any) -> list[Any]:
@@ -92,9 +76,9 @@ def grounding_problem(task: Task, output: WorkflowOutput, min_tool_calls: int = 
     calls, answer = output.tool_calls, str(output.answer).strip()
     values = [v for c in calls for v in leaves(c.get("result"))]
     pool = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    pool += [n for v in values if isinstance(v, str) for n, _ in numbers_in(v)]
-    question = [n for n, _ in numbers_in(task.query)]
-    stated = numbers_in(answer)
+    pool += [n for v in values if isinstance(v, str) for n, _ in written_numbers(v)]
+    question = numbers_in(task.query)
+    stated = written_numbers(answer)
     for number in stated:
         if not _matches(number, pool) and not _matches(number, question):
             return f"ungrounded: the answer states {number[0]:g}, which no tool returned"

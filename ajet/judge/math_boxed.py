@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ajet.judge.base import Judge, Reward
-from ajet.judge.exact_match import answer_text, parse_number, reference
+from ajet.judge.exact_match import answer_text, reference
+from ajet.judge.numbers import parse_number
 from ajet.judge.registry import parse_args
 from ajet.workflow import Task, WorkflowOutput
 

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
-from ajet.judge.exact_match import answer_text, numbers_in, parse_number
+from ajet.judge.exact_match import answer_text
+from ajet.judge.numbers import numbers_in, parse_number
 from ajet.judge.function_call import call_metrics, expected_calls, parse_failures, predicted_calls
 from ajet.judge.registry import check_weights, parse_args
 from ajet.workflow import Task, WorkflowOutput

@@ -46,7 +46,7 @@ def read_tools_file(path: str | Path) -> list[dict[str, Any]]:
 
 def config_tools(conf: str) -> list[dict[str, Any]]:
     from ajet.config.loader import load_config
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     cfg = load_config(conf, [])
     server = (cfg.workflow_args or {}).get("server")

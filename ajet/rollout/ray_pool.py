@@ -21,7 +21,7 @@ from typing import Any
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import ConfigError
-from ajet.gateway.server import is_loopback
+from ajet.loopback import is_loopback
 from ajet.rollout.guard import UserCodeError
 from ajet.rollout.ray_worker import EpisodeWorker
 from ajet.workflow import Task, WorkflowOutput

@@ -8,7 +8,8 @@ from typing import Any
 
 from ajet.config.schema import AjetConfig
 from ajet.engine.base import Engine
-from ajet.gateway.server import Gateway, GatewayServer, create_app, is_loopback
+from ajet.gateway.server import Gateway, GatewayServer, create_app
+from ajet.loopback import is_loopback
 from ajet.judge import build_judge
 from ajet.models import read_chat_template
 from ajet.rollout.episode import EpisodeWriter

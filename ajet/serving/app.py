@@ -28,7 +28,8 @@ from fastapi.responses import Response
 
 from ajet.engine.base import Engine
 from ajet.gateway.request import BODY_TIMEOUT_S, SERVE_MAX_TOKENS, install_error_handlers
-from ajet.serving.auth import ApiKeyMiddleware, check_exposure, is_loopback
+from ajet.loopback import is_loopback
+from ajet.serving.auth import ApiKeyMiddleware, check_exposure
 from ajet.serving.chat import ServeChat
 from ajet.serving.completions import Completions
 from ajet.serving.lora import LoraAdapters

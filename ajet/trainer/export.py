@@ -43,7 +43,7 @@ def export_checkpoint(
 
     dtype: 'float32' | 'bfloat16' | 'float16' for merged / full weights (None: float32).
     A checkpoint another backbone wrote in its own format is that backbone's to export
-    (`ajet.backbone.registry.export_checkpoint` dispatches).
+    (`ajet.export.dispatch.export_checkpoint` dispatches).
     """
     ckpt = resolve_checkpoint(checkpoint)
     state = read_state(ckpt)

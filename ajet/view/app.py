@@ -28,8 +28,9 @@ from fastapi.staticfiles import StaticFiles
 from ajet.backbone.monitor import finite_json
 from ajet.errors import GatewayError
 from ajet.gateway.request import bad_request, error_response, install_error_handlers
+from ajet.serving.auth import ApiKeyMiddleware, LoopbackHostMiddleware
 from ajet.view.episodes import SORT_KEYS, EpisodeFilter, facets, select
-from ajet.view.jsonl_index import JsonlIndex
+from ajet.view.jsonl_index import TEXT_SHOWN, JsonlIndex
 from ajet.view.run_folder import EPISODE_FILES, RunFolder
 from ajet.view.tokens import token_view
 
@@ -40,7 +41,8 @@ MAX_PAGE = 500
 class ViewJSON(JSONResponse):
     def render(self, content: Any) -> bytes:
         # NaN and infinities as null: they are not JSON, and a browser's JSON.parse refuses them
-        return json.dumps(finite_json(content), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # (a lone surrogate, valid in JSON text, cannot be UTF-8: it is written "?", never a 500)
+        return json.dumps(finite_json(content), ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
 
 
 class _Query:
@@ -80,10 +82,16 @@ class _Query:
         return raw
 
 
-def create_app(runs: list[RunFolder]) -> FastAPI:
+def create_app(runs: list[RunFolder], api_key: str | None = None, loopback_only: bool = True) -> FastAPI:
+    """api_key: every /api route needs `Authorization: Bearer KEY` (the page and its static files do not:
+    they hold no run data). loopback_only: answer only requests whose Host header is a loopback name."""
     app = FastAPI(title="ajet view", docs_url=None, redoc_url=None, openapi_url=None,
                   default_response_class=ViewJSON)
     install_error_handlers(app)
+    if api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=api_key, public_paths=("/",), public_prefixes=("/static/",))
+    if loopback_only:
+        app.add_middleware(LoopbackHostMiddleware)
 
     @app.exception_handler(GatewayError)
     async def _refused(request: Request, exc: GatewayError) -> JSONResponse:
@@ -173,14 +181,15 @@ class ViewApi:
         name, index, found, row = self.episode_at(run, _Query(request), line)
         if row.get("corrupt"):
             return row
-        return {**row, "_view": _episode_extras(run, index, name, found.number, row)}
+        return _shown(found.number, row, lambda: {**row, "_view": _episode_extras(run, index, name, found.number, row)})
 
     def tokens(self, run_id: int, line: int, request: Request) -> dict[str, Any]:
         run = self.run_of(run_id)
-        row = self.episode_at(run, _Query(request), line)[3]
+        _, _, found, row = self.episode_at(run, _Query(request), line)
         if row.get("corrupt"):
             return row
-        return token_view(row, run.samples_of(str(row.get("episode_id"))), run.model_name())
+        return _shown(found.number, row,
+                      lambda: token_view(row, run.samples_of(str(row.get("episode_id"))), run.model_name()))
 
     def compare(self, run_id: int, request: Request) -> dict[str, Any]:
         run, q = self.run_of(run_id), _Query(request)
@@ -195,12 +204,31 @@ class ViewApi:
             name, index, found, row = self.episode_at(run, q, number, param)
             if row.get("corrupt"):
                 raise bad_request(f"line {number} of {name}.jsonl is corrupt: {row['text'][:80]!r}", param)
-            out[param] = {**row, "_view": _episode_extras(run, index, name, found.number, row)}
+            shown = _shown(found.number, row, lambda: {**row, "_view": _episode_extras(run, index, name, found.number, row)})
+            if shown.get("corrupt"):
+                raise bad_request(f"line {number} of {name}.jsonl cannot be shown: {shown['reason']}", param)
+            out[param] = shown
         if out["a"].get("group_id") != out["b"].get("group_id"):
             raise bad_request(f"episodes on lines {lines['a']} and {lines['b']} are in different GRPO groups "
                               f"({out['a'].get('group_id')!r} and {out['b'].get('group_id')!r}); compare two "
                               "episodes of one group", "b")
         return out
+
+
+# What a row of the wrong shape raises while a view is built from it (a field of another type, ids that
+# are not integers, Infinity where a count belongs): the row is shown as corrupt, never a 500.
+_SHAPE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError)
+
+
+def _shown(number: int, row: dict[str, Any], build: Any) -> dict[str, Any]:
+    try:
+        return build()
+    except _SHAPE_ERRORS as exc:
+        try:
+            text = json.dumps(row, default=str)[:TEXT_SHOWN]
+        except _SHAPE_ERRORS:
+            text = ""
+        return {"corrupt": True, "line": number, "text": text, "reason": f"unexpected row: {type(exc).__name__}: {exc}"}
 
 
 def _default_file(run: RunFolder) -> str:

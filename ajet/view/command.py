@@ -1,5 +1,10 @@
 """`ajet view RUN_DIR [RUN_DIR ...]`: serve the viewer on a local port, print its address, and open
-it in a browser when this machine has one (a desktop session) and --no-browser was not given."""
+it in a browser when this machine has one (a desktop session) and --no-browser was not given.
+
+Beyond loopback (`--host 0.0.0.0`) it needs a key (`--api-key KEY` or AJET_VIEW_API_KEY) and refuses to
+start without one, as `ajet serve --enable-lora` does (ajet/serving/auth.py: one rule for both): the run
+folders hold prompts, answers and configs. The printed address carries the key (`/?key=KEY`); the page
+sends it with every API call."""
 
 from __future__ import annotations
 
@@ -9,8 +14,11 @@ import sys
 import threading
 import webbrowser
 from pathlib import Path
+from urllib.parse import quote
 
 from ajet.view.run_folder import RunFolder, ViewError
+
+KEY_ENV = "AJET_VIEW_API_KEY"
 
 
 def browser_available() -> bool:
@@ -40,19 +48,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def main(run_dirs: list[str], host: str = "127.0.0.1", port: int = 0, open_browser: bool = True) -> int:
+def main(run_dirs: list[str], host: str = "127.0.0.1", port: int = 0, open_browser: bool = True,
+         api_key: str | None = None) -> int:
     import uvicorn
 
+    from ajet.loopback import is_loopback
+    from ajet.serving.auth import require_key_beyond_loopback, resolve_api_key
     from ajet.view.app import create_app
 
+    api_key = resolve_api_key(api_key, env=KEY_ENV)
+    require_key_beyond_loopback(host, api_key, "ajet view", "read every run folder given (prompts, answers, "
+                                "configs)", f"--api-key KEY (or {KEY_ENV})")
     runs = [RunFolder(Path(path), i) for i, path in enumerate(run_dirs)]
     sock = bind(host, port)
     shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
+    url = f"http://{shown_host}:{sock.getsockname()[1]}/" + ("?key=" + quote(api_key, safe="") if api_key else "")
     names = ", ".join(run.name() for run in runs)
     print(f"ajet view: {url}  ({names}; read-only; Ctrl-C to stop)", flush=True)
     if open_browser and browser_available():
         threading.Timer(0.5, webbrowser.open, (url,)).start()
-    server = uvicorn.Server(uvicorn.Config(create_app(runs), log_level="warning"))
+    app = create_app(runs, api_key=api_key, loopback_only=is_loopback(host))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     server.run(sockets=[sock])
     return 0

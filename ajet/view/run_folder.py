@@ -11,19 +11,19 @@ from typing import Any
 
 from ajet.backbone.sample_log import SAMPLES_FILE
 from ajet.errors import AjetError
+from ajet.safeyaml import YAMLProblem, safe_load
 from ajet.view.episodes import summarize_episode
 from ajet.view.jsonl_index import JsonlIndex
+from ajet.view.safe_open import read_small
+from ajet.view.tokens import summarize_sample
 
 EPISODE_FILES = ("episodes", "val_episodes", "eval_episodes")  # <name>.jsonl, in the order offered
 _KNOWN = ("config.yaml", "metrics.jsonl", SAMPLES_FILE, *(f"{name}.jsonl" for name in EPISODE_FILES))
+MAX_SMALL_FILE = 4 * 1024 * 1024  # config.yaml, eval.json
 
 
 class ViewError(AjetError):
     """`ajet view` was given something that is not a run folder."""
-
-
-def _sample_summary(row: dict[str, Any]) -> dict[str, Any]:
-    return {"episode_id": row.get("episode_id"), "index": row.get("index"), "step": row.get("step")}
 
 
 class RunFolder:
@@ -32,23 +32,31 @@ class RunFolder:
         if not path.is_dir():
             raise ViewError(f"{str(path)!r} is not a folder; give a run folder such as runs/<project>/<run> "
                             "(training) or an `ajet eval` output folder")
-        if not any((path / name).is_file() for name in _KNOWN):
+        if not any((path / name).exists() for name in _KNOWN):
             raise ViewError(f"{str(path)!r} has none of {', '.join(_KNOWN)}; is it a run folder "
                             "(runs/<project>/<run>) or an `ajet eval` output folder?")
         self.path = path.resolve()
         self.id = run_id
-        self.metrics = JsonlIndex(self.path / "metrics.jsonl", dict)
-        self.episodes = {name: JsonlIndex(self.path / f"{name}.jsonl", summarize_episode) for name in EPISODE_FILES}
-        self.samples = JsonlIndex(self.path / SAMPLES_FILE, _sample_summary)
+        self.metrics = JsonlIndex(self.path / "metrics.jsonl", dict, self.path)
+        self.episodes = {name: JsonlIndex(self.path / f"{name}.jsonl", summarize_episode, self.path)
+                         for name in EPISODE_FILES}
+        self.samples = JsonlIndex(self.path / SAMPLES_FILE, summarize_sample, self.path)
+        self.config_problem: str | None = None
 
     # ------------------------------------------------------------------ config
     def config(self) -> dict[str, Any]:
-        """The `ajet:` section of the run's config.yaml ({} when there is none or it cannot be read)."""
+        """The `ajet:` section of the run's config.yaml ({} when there is none or it cannot be read:
+        `config_problem` says why)."""
         import yaml
 
+        self.config_problem = None
         try:
-            data = yaml.safe_load((self.path / "config.yaml").read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+            data = safe_load(read_small(self.path / "config.yaml", self.path, MAX_SMALL_FILE)) or {}
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError, YAMLProblem) as exc:
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.config_problem = why if why.startswith("config.yaml") else f"config.yaml: {why}"
             return {}
         section = data.get("ajet", data) if isinstance(data, dict) else {}
         return section if isinstance(section, dict) else {}
@@ -79,11 +87,13 @@ class RunFolder:
         cfg = self.config()
         files = {name: len(index.lines()) for name, index in self.episodes.items() if index.path.is_file()}
         eval_report = None
-        if (self.path / "eval.json").is_file():
+        if (self.path / "eval.json").exists():
             try:
-                eval_report = json.loads((self.path / "eval.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                eval_report = json.loads(read_small(self.path / "eval.json", self.path, MAX_SMALL_FILE))
+            except (OSError, ValueError, RecursionError):
                 eval_report = {"corrupt": True}
+        indexes = [self.metrics, *self.episodes.values(), self.samples]
+        problems = [i.problem for i in indexes if i.problem] + ([self.config_problem] if self.config_problem else [])
         return {
             "id": self.id, "name": self.name(), "path": str(self.path), "project": cfg.get("project"),
             "model": self.model_name(cfg), "algorithm": cfg.get("algorithm"),
@@ -91,6 +101,7 @@ class RunFolder:
             "steps": max((r.get("step", 0) for r in rows if isinstance(r.get("step"), int)), default=0),
             "stages": list(dict.fromkeys(str(r.get("stage")) for r in rows)),
             "episode_files": files, "has_samples": self.samples.path.is_file(), "eval": eval_report,
+            "problems": problems, "behind_bytes": sum(i.behind for i in indexes),
         }
 
     def metric_rows(self) -> dict[str, Any]:

@@ -59,8 +59,18 @@ class TokenText:
             return out
 
 
-def _ints(values: Any) -> list[int]:
-    return [int(v) for v in values] if isinstance(values, list) else []
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ints(values: Any, what: str) -> list[int]:
+    """A list of integers (token ids, a loss mask); ValueError naming `what` for anything else (a row
+    from a damaged or hand-made file: `["x"]`, `[Infinity]`, `5`)."""
+    if values is None:
+        return []
+    if not isinstance(values, list) or not all(_is_int(v) for v in values):
+        raise ValueError(f"{what} is not a list of integers")
+    return values
 
 
 def _floats(values: Any, n: int) -> list[float | None]:
@@ -69,11 +79,27 @@ def _floats(values: Any, n: int) -> list[float | None]:
     return out + [None] * (n - len(out))
 
 
+def summarize_sample(row: dict[str, Any]) -> dict[str, Any]:
+    """What the index keeps of a samples.jsonl line; ValueError (the line shows as corrupt, and no
+    episode view reads it) when a field has the wrong type."""
+    if not isinstance(row.get("episode_id"), str):
+        raise ValueError("episode_id is not a string")
+    for key in ("index", "step"):
+        if row.get(key) is not None and not _is_int(row[key]):
+            raise ValueError(f"{key} is not an integer")
+    _ints(row.get("input_ids"), "input_ids")
+    _ints(row.get("loss_mask"), "loss_mask")
+    for key in ("old_logprobs", "calls"):
+        if row.get(key) is not None and not isinstance(row[key], list):
+            raise ValueError(f"{key} is not a list")
+    return {"episode_id": row["episode_id"], "index": row.get("index"), "step": row.get("step")}
+
+
 def _from_samples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
-        ids = _ints(row.get("input_ids"))
-        mask = _ints(row.get("loss_mask"))[:len(ids)]
+        ids = _ints(row.get("input_ids"), "input_ids")
+        mask = _ints(row.get("loss_mask"), "loss_mask")[:len(ids)]
         out.append({
             "title": f"sample {row.get('index')}", "index": row.get("index"), "agent": row.get("agent"),
             "step": row.get("step"), "fork_reason": row.get("fork_reason"), "calls": row.get("calls"),
@@ -86,10 +112,14 @@ def _from_samples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _from_calls(episode: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for call in episode.get("llm_calls") or []:
+    calls = episode.get("llm_calls") or []
+    if not isinstance(calls, list):
+        raise ValueError("llm_calls is not a list")
+    for call in calls:
         if not isinstance(call, dict):
             continue
-        prompt, completion = _ints(call.get("prompt_ids")), _ints(call.get("completion_ids"))
+        prompt = _ints(call.get("prompt_ids"), f"llm_calls[{call.get('index')}].prompt_ids")
+        completion = _ints(call.get("completion_ids"), f"llm_calls[{call.get('index')}].completion_ids")
         out.append({
             "title": f"LLM call {call.get('index')}", "index": call.get("index"), "agent": call.get("agent"),
             "step": episode.get("step"), "fork_reason": None, "calls": [call.get("index")], "reward": episode.get("reward"),

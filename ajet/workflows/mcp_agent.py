@@ -3,7 +3,7 @@
     ajet:
       workflow: ajet.workflows.mcp_agent:McpAgent      # or the preset: workflow=mcp_agent
       workflow_args:
-        server: energy_server.py                       # see ajet.workflows.mcp_client for the forms
+        server: energy_server.py                       # see ajet.mcp_client for the forms
         system_prompt: You are a natural gas expert. ...
         max_turns: 4
 
@@ -14,7 +14,7 @@ answers in plain text or the turn budget is spent. Tool errors (bad JSON, unknow
 arguments, a tool that raises or hangs) go back to the model as `Error: ...` results; the episode
 never crashes on the model's mistakes. A result longer than `max_result_chars` is cut with a
 visible marker, and an image, audio or binary result becomes a placeholder such as
-`[image/png result: 12,345 bytes, not shown]` (ajet.workflows.mcp_client).
+`[image/png result: 12,345 bytes, not shown]` (ajet.mcp_client).
 
 The output: `answer` (the final text), `messages`, `tool_calls` (each {"name", "arguments",
 "result"}, {..., "error"}, or both for an error-shaped result, see ajet.tool_results),
@@ -38,7 +38,7 @@ from ajet.retrieval.agent import ToolRetrieval, ToolRetrievalArgs
 from ajet.retrieval.pairs import reference_tools
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, record_error
 from ajet.workflow import Task, Workflow, WorkflowOutput
-from ajet.workflows.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
+from ajet.mcp_client import SERVER_FORMS, call_tool, list_openai_tools, open_client
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant with tools. Answer the user's question by calling the tools; when you "

@@ -4,7 +4,7 @@
 
 For each question: the row has the shape the judges read (`answer: {calls, final}`,
 `metadata.category`, `metadata.num_calls` = the number of calls), every gold call runs through
-`ajet.workflows.mcp_client` (the agent's own client: stdio for a published server, in memory for
+`ajet.mcp_client` (the agent's own client: stdio for a published server, in memory for
 one written here) without an error, and the final value is in the last call's result: a number
 written in it (within 1e-4 of the final), else the final's text (case-insensitive). The fixtures
 are rebuilt first, so the git server starts from its pristine repository. A published server whose
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zoo_fixtures  # noqa: E402
 from zoo import FIXTURES, PUBLISHED, SERVERS, read_val, server_of, yaml_path  # noqa: E402
 
-from ajet.judge.exact_match import numbers_in, parse_number  # noqa: E402
-from ajet.workflows.mcp_client import call_tool, open_client  # noqa: E402
+from ajet.judge.numbers import numbers_in, parse_number  # noqa: E402
+from ajet.mcp_client import call_tool, open_client  # noqa: E402
 
 REL_TOL = 1e-4
 

@@ -18,9 +18,9 @@ from ajet.errors import GenerateError
 from ajet.generate import rounds as rounds_module
 from ajet.generate.call_tasks import generate_call_tasks
 from ajet.generate.demos import generate_demos
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from ajet.generate.rounds import Rounds
-from ajet.workflows.mcp_client import call_tool, open_client
+from ajet.mcp_client import call_tool, open_client
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"

@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from ajet.engine.hf import HFEngine
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from tests.unit.fake_openai import ScriptedOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ async def test_base_smollm2_through_the_gateway_calls_every_energy_tool_schema_v
     import openai
 
     from ajet.gateway.server import Gateway, GatewayServer, create_app
-    from ajet.workflows.mcp_client import server_tools
+    from ajet.mcp_client import server_tools
 
     tools = await server_tools("tutorial/example_tool_agent/energy_server.py", ROOT)
     engine = HFEngine.from_pretrained("smollm2-135m-instruct")

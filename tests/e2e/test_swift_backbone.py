@@ -167,7 +167,7 @@ def test_eval_and_export_of_a_swift_checkpoint(sft_grpo_run, tiny_model_path, tm
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from ajet.backbone.registry import export_checkpoint
+    from ajet.export.dispatch import export_checkpoint
 
     run_dir, result = sft_grpo_run
     eval_dir = tmp_path / "eval"

@@ -7,7 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from ajet.sandbox import bwrap
 from tests.e2e.cli import run_ajet
+
+# The tutorial's workflow refuses to start without bubblewrap (sandbox: bwrap).
+pytestmark = pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"no OS sandbox: {bwrap.unavailable()}")
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tutorial" / "example_math_python"
 YAML = FOLDER / "math_python.yaml"

@@ -19,12 +19,12 @@ from ajet.generate.call_tasks import generate_call_tasks
 from ajet.generate.candidates import answer_paths, candidates, other_sources
 from ajet.generate.schedule import schedule
 from ajet.generate.demos import generate_demos
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from ajet.judge.tool_reference import ToolReferenceJudge
 from ajet.render import ChatRenderer
 from ajet.trainer.sft_data import load_sft_samples
 from ajet.workflow import Task, WorkflowOutput
-from ajet.workflows.mcp_client import call_tool, open_client
+from ajet.mcp_client import call_tool, open_client
 from tests.unit.fake_openai import ScriptedOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -150,8 +150,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list:
         return call
 
     modules = {
-        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run"), names=lambda: ["debug", "llamafactory", "swift"],
-                                                        export_checkpoint=recorder("export", result=3)),
+        "ajet.backbone.registry": types.SimpleNamespace(run_backbone=recorder("run")),
+        "ajet.export.dispatch": types.SimpleNamespace(export_checkpoint=recorder("export", result=3)),
         "ajet.eval.run": types.SimpleNamespace(run_eval=recorder("run_eval", result={"reward": 0.5})),
         "ajet.serving.app": types.SimpleNamespace(main=recorder("serve")),
     }
@@ -237,7 +237,7 @@ def test_ajet_error_from_a_command_exits_2(monkeypatch, capsys: pytest.CaptureFi
     def fail(**kwargs):
         raise CheckpointError("checkpoint 'runs/x' is partial (no trainer_state.json); pick an earlier one")
 
-    monkeypatch.setitem(sys.modules, "ajet.backbone.registry", types.SimpleNamespace(export_checkpoint=fail))
+    monkeypatch.setitem(sys.modules, "ajet.export.dispatch", types.SimpleNamespace(export_checkpoint=fail))
     assert main(["export", "--checkpoint", "runs/x", "--out", "o"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: checkpoint 'runs/x' is partial (no trainer_state.json); pick an earlier one"
@@ -248,7 +248,6 @@ def test_ctrl_c_exits_130(conf: Path, monkeypatch, capsys: pytest.CaptureFixture
     def interrupted(cfg, resume):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(sys.modules, "ajet.backbone.registry",
-                        types.SimpleNamespace(run_backbone=interrupted, names=lambda: ["debug"]))
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry", types.SimpleNamespace(run_backbone=interrupted))
     assert main(["--conf", str(conf)]) == 130
     assert capsys.readouterr().err.strip() == "error: interrupted"

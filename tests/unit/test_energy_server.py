@@ -1,4 +1,4 @@
-"""The tool-agent tutorial's MCP server and ajet's MCP helpers (ajet.workflows.mcp_client), through a
+"""The tool-agent tutorial's MCP server and ajet's MCP helpers (ajet.mcp_client), through a
 real `fastmcp.Client`.
 
 Every tool is called in memory with hand-computed expectations; the stdio and HTTP transports are
@@ -18,7 +18,7 @@ DIR = Path(__file__).resolve().parents[2] / "tutorial" / "example_tool_agent"
 sys.path.insert(0, str(DIR))  # as when ajet loads the tutorial's server file: its folder is importable
 from energy_server import mcp  # noqa: E402
 
-from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
+from ajet import mcp_client as mcp_tools  # noqa: E402
 from tests.unit.mcp_http import http_mcp_server
 
 

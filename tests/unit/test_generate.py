@@ -17,7 +17,7 @@ from ajet.config.loader import load_config
 from ajet.errors import ConfigError, GenerateError
 from ajet.render import ChatRenderer
 from ajet.generate.demos import generate_demos
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from ajet.generate.tasks import QuestionFilter, generate_tasks, parse_questions
 from ajet.judge.grounded import GroundedJudge
 from ajet.trainer.sft_data import load_sft_samples

@@ -20,7 +20,7 @@ from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import (ArgSpec, Leaf, arg_specs, feeds, generic_values, item_spec, leaves,
                                           probe_value, schema_values, shared_paths, tokens)
 from ajet.generate.text_values import description_values, hint_items, hint_values, hinted_arguments, text_mentions
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 
 REPO = Path(__file__).resolve().parents[2]
 ENERGY_YAML = REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"

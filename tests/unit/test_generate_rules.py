@@ -22,7 +22,7 @@ from ajet.generate.candidates import answer_paths, candidates
 from ajet.generate.demos import generate_demos
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import arg_specs
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from ajet.generate.result_data import changed_paths, says_nothing, structured
 from ajet.generate.text_values import description_values, format_values, hint_items, hint_values, pattern_values
 

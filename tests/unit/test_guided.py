@@ -27,7 +27,7 @@ def energy_tools() -> list[dict]:
     import asyncio
 
     sys.path.insert(0, str(ENERGY))
-    from ajet.workflows.mcp_client import list_openai_tools, open_client
+    from ajet.mcp_client import list_openai_tools, open_client
 
     async def listed():
         async with open_client(str(ENERGY / "energy_server.py")) as client:

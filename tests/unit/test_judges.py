@@ -380,3 +380,21 @@ def test_a_workflow_reward_is_a_number_not_text_or_a_bool():
     for bad in ("0.5", True):
         with pytest.raises(ValidationError):
             WorkflowOutput(reward=bad)
+
+
+async def test_the_judges_read_numbers_with_one_scanner():
+    """exact_match and grounded had a `numbers_in` each, and they disagreed: exact_match took the 2 of
+    'SmolLM2' as a number, grounded did not; grounded read '1,2345' as 12345. One scanner now."""
+    from ajet.judge.numbers import numbers_in, written_numbers
+
+    assert numbers_in("SmolLM2 says 1,234.50, then -3e2 and 1.2.3; not v7") == [1234.5, -300.0, 1.2]
+    assert written_numbers("2.50 and 7") == [(2.5, 2), (7.0, 0)]
+    task = Task(task_id="m", query="Which model?", answer=2)
+    number = build_judge(JudgeConfig(type="exact_match", args={"mode": "number"}))
+    assert (await number.score(task, WorkflowOutput(answer="SmolLM2"))).total == 0.0  # no number stated
+    grounded = build_judge(JudgeConfig(type="grounded"))
+    calls = [{"name": "lookup", "arguments": {}, "result": {"price": 12345}}]
+    unsure = await grounded.score(Task(task_id="p", query="Price?"), WorkflowOutput(answer="It costs 1,2345.", tool_calls=calls))
+    assert unsure.total == 0.0  # '1,2345' is not a well-formed 12,345
+    sure = await grounded.score(Task(task_id="p", query="Price?"), WorkflowOutput(answer="It costs 12,345.", tool_calls=calls))
+    assert sure.total == 1.0

@@ -23,7 +23,7 @@ from ajet.rollout.stack import RolloutStack, load_tokenizer, settings_for
 from ajet.task_reader import read_tasks
 from ajet.tool_results import result_error
 from ajet.workflow import WorkflowOutput
-from ajet.workflows.mcp_client import call_tool, list_openai_tools, open_client
+from ajet.mcp_client import call_tool, list_openai_tools, open_client
 from tests.unit.mcp_http import http_mcp_server
 
 DIR = Path(__file__).resolve().parents[2] / "tutorial" / "example_mcp_pipeline" / "library"

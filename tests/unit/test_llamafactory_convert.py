@@ -11,7 +11,8 @@ import yaml
 
 from ajet.backbone.llamafactory.args import OWNED, TUNABLE, check_config, dataset_info, stage_args
 from ajet.backbone.llamafactory.convert import convert_file
-from ajet.backbone.registry import get, run_backbone
+from ajet.backbone.registry import run_backbone
+from ajet.backbones import get
 from ajet.config.backbones import LlamaFactoryConfig
 from ajet.config.loader import load_config
 from ajet.errors import ConfigError, TaskReaderError
@@ -137,7 +138,7 @@ def test_registry_record_and_conf_file_list_the_real_keys() -> None:
 
 
 def test_setup_command_and_checkpoint_dispatch(tmp_path: Path, capsys) -> None:
-    from ajet.backbone.registry import checkpoint_owner
+    from ajet.backbones import checkpoint_owner
     from ajet.cli import main
 
     assert main(["setup", "debug"]) == 0

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ajet.plugins import load_object
-from ajet.sandbox import SandboxLimits, SandboxResult
+from ajet.sandbox import SandboxLimits, SandboxResult, bwrap
 
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_math_python"
 # By file path: each tutorial has its own agent.py / make_data.py, so plain `import make_data` could
@@ -16,6 +18,8 @@ FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_math_python
 code_metrics = load_object(f"{FOLDER / 'agent.py'}:code_metrics")
 build = load_object(f"{FOLDER / 'make_data.py'}:build")
 import python_tool  # noqa: E402
+
+needs_sandbox = pytest.mark.skipif(bwrap.unavailable() is not None, reason=f"no OS sandbox: {bwrap.unavailable()}")
 
 
 def _rows(name: str) -> list[dict]:
@@ -35,6 +39,7 @@ def test_shipped_data_is_what_the_script_makes(tmp_path: Path) -> None:
         assert demo["messages"][4]["content"] == f"The answer is \\boxed{{{task['answer']}}}."
 
 
+@needs_sandbox
 async def test_each_kind_of_program_prints_its_answer_in_the_sandbox() -> None:
     firsts = {}
     for task in _rows("val"):
@@ -45,6 +50,7 @@ async def test_each_kind_of_program_prints_its_answer_in_the_sandbox() -> None:
         assert content == str(task["answer"]) and record["status"] == "ok", task
 
 
+@needs_sandbox
 async def test_bad_calls_become_readable_errors() -> None:
     content, record = await python_tool.run_python_call("{not json", SandboxLimits())
     assert content.startswith("Error: arguments are not valid JSON") and record["status"] == "bad_call"

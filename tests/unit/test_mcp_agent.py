@@ -13,7 +13,7 @@ import pytest
 from ajet import Task, Tuner
 from ajet.errors import ConfigError
 from ajet.workflows.mcp_agent import McpAgent
-from ajet.workflows.mcp_client import open_client, server_tools
+from ajet.mcp_client import open_client, server_tools
 from tests.unit.fake_openai import ScriptedOpenAI
 from tests.unit.mcp_http import http_mcp_server
 

@@ -17,9 +17,9 @@ from ajet.generate import natural, phrasing
 from ajet.generate.call_tasks import generate_call_tasks, template_question
 from ajet.generate.candidates import candidates
 from ajet.generate.explore import explore_server
-from ajet.generate.files import read_rows
+from ajet.jsonl import read_rows
 from ajet.generate.schedule import LOOKUP_RATIO, schedule
-from ajet.workflows.mcp_client import server_tools
+from ajet.mcp_client import server_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_YAML = ROOT / "tutorial" / "example_mcp_pipeline" / "pipeline.yaml"

@@ -11,7 +11,7 @@ import pytest
 
 from ajet.config.schema import AjetConfig
 from ajet.gateway.episodes import EpisodeSession
-from ajet.gateway.server import is_loopback
+from ajet.loopback import is_loopback
 from ajet.rollout.stack import RolloutStack
 from ajet.tracker.episode import EpisodeTracker
 from tests.unit.gw_helpers import scripted_engine
@@ -44,6 +44,17 @@ def _stack(tiny_tokenizer, host: str):
 def test_is_loopback():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("head.example")
+
+
+@pytest.mark.parametrize("host", ["[::1]", "LOCALHOST", "127.0.0.2"])
+def test_the_gateway_and_serve_agree_on_loopback(tiny_tokenizer, host):
+    """The gateway's own copy of is_loopback missed `[::1]` and `LOCALHOST`, which `ajet serve`'s accepted:
+    one rule now (ajet/loopback.py), and the training gateway reads it."""
+    from ajet.serving.auth import check_exposure
+
+    stack, _ = _stack(tiny_tokenizer, host)
+    assert not stack.gateway.exposed
+    check_exposure(host, enable_lora=True, api_key=None)  # serve: loopback, no key needed either
 
 
 def test_the_default_gateway_is_unreachable_from_other_interfaces(tiny_tokenizer):

@@ -172,3 +172,28 @@ def test_new_keys_go_to_the_replica_holding_fewest_and_counts_follow_moves_and_e
     engine._down_until[0] = 0.0
     assert engine.pick("d") == 0  # 'b' (least recently used) is forgotten: one key each on 0 and 1
     assert list(engine._routes) == ["a", "d"] and engine._held == [1, 1]
+
+
+async def test_a_lora_load_is_all_or_nothing_across_replicas(replicas, tiny_model_path, tmp_path):
+    """One replica refuses (it already serves that name): the other must not keep it, or the replicas would
+    serve different weights under one name. A later load that both accept reaches both."""
+    from tests.unit.bad_adapters import save_adapter
+
+    urls, _ = replicas
+    first, second = save_adapter(tiny_model_path, tmp_path / "a", seed=1), save_adapter(tiny_model_path, tmp_path / "b", seed=2)
+    async with httpx.AsyncClient(timeout=120) as http:
+        async def served(url):
+            return [m["id"] for m in (await http.get(f"{url}/models")).json()["data"]]
+
+        taken = await http.post(f"{urls[1]}/load_lora_adapter", json={"lora_name": "step", "lora_path": str(first)})
+        assert taken.status_code == 200
+        engine = ReplicatedEngine(urls, model="tiny")
+        with pytest.raises(EngineError, match=r"refused by 1 of 2 replicas .*unloaded again from the 1 that had loaded it"):
+            await engine.load_adapter("step", str(second))
+        assert await served(urls[0]) == ["tiny"] and await served(urls[1]) == ["tiny", "step"]
+        await engine.unload_adapter("step")  # the replica without it is fine; the one with it drops it
+        await engine.load_adapter("step", str(second))
+        assert await served(urls[0]) == await served(urls[1]) == ["tiny", "step"]
+        with pytest.raises(EngineError, match="404"):  # no replica has it: an error, as for one server
+            await engine.unload_adapter("never-loaded")
+        await engine.close()

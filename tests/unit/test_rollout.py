@@ -210,7 +210,7 @@ async def test_workflow_metrics_are_averaged_over_the_episodes_that_report_them(
 
 
 class MisconfiguredAgent(Workflow):
-    """Fails as a workflow does when its configuration is wrong (ajet.workflows.mcp_client: a server
+    """Fails as a workflow does when its configuration is wrong (ajet.mcp_client: a server
     file that does not import), on every task or only on the one named 'bad'."""
 
     def __init__(self, only_bad: bool = False):

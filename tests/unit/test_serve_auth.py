@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from ajet.errors import ConfigError
-from ajet.serving.auth import check_exposure, is_loopback
+from ajet.loopback import is_loopback
+from ajet.serving.auth import check_exposure
 from tests.e2e.serve_process import ROOT, ajet_serve
 
 

@@ -101,6 +101,8 @@ async def test_logprobs_come_back_for_the_answers_tokens(http):
         ({"logit_bias": {"5": 1000}}, "logit_bias", "[-100, 100]"),
         ({"logit_bias": {"5": "x"}}, "logit_bias.5", ""),
         ({"logit_bias": {"5": 10}}, "logit_bias", "not supported"),
+        ({"chat_template": "{{ messages[0].content }}"}, "chat_template", "rendered with the template the server"),
+        ({"chat_template": ""}, "chat_template", "not supported"),
     ],
 )
 async def test_what_chat_cannot_honour_is_refused_naming_it(http, engine, extra, param, needle):

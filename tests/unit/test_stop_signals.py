@@ -1,5 +1,10 @@
 """SIGINT and SIGTERM stop `ajet` training and eval with exit 130 / 143, never 0, even when the
-KeyboardInterrupt they raise is lost or a cancellation is swallowed (ajet/backbone/stop.py)."""
+KeyboardInterrupt they raise is lost or a cancellation is swallowed (ajet/backbone/stop.py).
+
+These tests do not depend on how the suite was started: a background job of a non-interactive shell
+(`cmd &`, nohup) starts every child with SIGINT ignored, and the CLI keeps an inherited ignore (as Unix
+programs do, docs/reliability.md). The `terminal_dispositions` fixture sets both signals as a terminal
+would; the policy for an inherited ignore has a test of its own."""
 
 from __future__ import annotations
 
@@ -23,9 +28,21 @@ def conf(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def terminal_dispositions():
+    """SIGINT and SIGTERM as a shell started from a terminal leaves them (not ignored), whatever this
+    process inherited; put back afterwards."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if saved[signal.SIGTERM] is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
 def _backbone(monkeypatch, run) -> None:
-    monkeypatch.setitem(sys.modules, "ajet.backbone.registry",
-                        types.SimpleNamespace(run_backbone=run, names=lambda: ["debug"]))
+    monkeypatch.setitem(sys.modules, "ajet.backbone.registry", types.SimpleNamespace(run_backbone=run))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -77,3 +94,30 @@ def test_check_between_steps_raises_after_a_signal_and_a_new_block_starts_clean(
             stop.check()
     assert block.exit_code == 143
     stop.check()  # outside a block, nothing is pending
+
+
+def test_a_signal_inherited_as_ignored_stays_ignored_and_sigterm_still_stops(conf, monkeypatch, capsys):
+    """The documented policy: a run started with SIGINT ignored (nohup, `cmd &` in a script) keeps ignoring
+    it, as Unix programs do; SIGTERM still stops it with 143."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sent = []
+
+    def interrupted(cfg, resume):
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: the work goes on
+        sent.append("after SIGINT")
+        return None
+
+    _backbone(monkeypatch, interrupted)
+    assert main(["--conf", str(conf)]) == 0 and sent == ["after SIGINT"]
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # still ignored after the command
+
+    def terminated(cfg, resume):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except BaseException:  # noqa: BLE001 - lost, as in the test above
+            pass
+        return None
+
+    _backbone(monkeypatch, terminated)
+    assert main(["--conf", str(conf)]) == 143
+    assert capsys.readouterr().err.strip().endswith("error: stopped by SIGTERM")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ENERGY))
 import math_tools  # noqa: E402
 from energy_server import mcp  # noqa: E402
 
-from ajet.workflows import mcp_client as mcp_tools  # noqa: E402
+from ajet import mcp_client as mcp_tools  # noqa: E402
 from ajet.workflows.mcp_agent import McpAgent  # noqa: E402
 
 ENERGY_ARGS = yaml.safe_load((ENERGY / "tool_agent.yaml").read_text())["ajet"]["workflow_args"]

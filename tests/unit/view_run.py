@@ -6,6 +6,7 @@ advantages are not all zero), and validation (val_episodes.jsonl). Built once pe
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -93,22 +94,67 @@ def copy_run(run: Path, to: Path) -> Path:
 
 
 @contextmanager
-def ajet_view(run_dirs: list[Path], log: Path) -> Iterator[str]:
-    """`ajet view RUN_DIR... --port 0 --no-browser` in a subprocess; yields the address it prints
-    (once /api/runs answers) and stops the process at the end."""
+def ajet_view(run_dirs: list[Path], log: Path, *extra: str) -> Iterator[str]:
+    """`ajet view RUN_DIR... --port 0 --no-browser [extra...]` in a subprocess; yields the address it prints
+    (once /api/runs answers, or asks for the key) and stops the process at the end."""
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ajet.cli", "view", *map(str, run_dirs), "--port", "0",
-                                 "--no-browser"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                 "--no-browser", *extra], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     found: list[str] = []
 
     def ready() -> bool:  # the address is in the log once the server is up; then /api/runs must answer
         match = re.search(r"ajet view: (http://127\.0\.0\.1:\d+/)", log.read_text())
         if match and not found:
             found.append(match.group(1))
-        return bool(found) and httpx.get(found[0] + "api/runs", timeout=5).status_code == 200
+        return bool(found) and httpx.get(found[0] + "api/runs", timeout=5).status_code in (200, 401)
 
     try:
         wait_ready(proc, log, ready, "ajet view", poll_s=0.1)
         yield found[0]
     finally:
         stop(proc)
+
+
+BOMB = "".join([f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10 if i else ["x"] * 10) + "]\n" for i in range(9)])
+
+
+def hostile_episode(n: int, **extra) -> dict:
+    return {"episode_id": f"e{n}", "group_id": "g1", "repeat": n, "step": 1, "reward": 0.5, "success": False,
+            "task": {"task_id": f"t{n}", "query": f"question {n}"}, "answer": "x",
+            "llm_calls": [{"index": 0, "prompt_ids": [1, 2], "completion_ids": [3], "logprobs": [-0.5]}], **extra}
+
+
+def jsonl_text(*rows: object) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+
+
+def build_hostile_folders(base: Path) -> dict[str, Path]:
+    """Two run folders made to break `ajet view` (issue 41): `bad` holds one line of every kind that once
+    gave a 500 among good lines (episodes, samples, metrics); `special` holds files that are not regular
+    files inside the folder (a FIFO, a link to /dev/zero, a link out of the folder) and a YAML alias
+    bomb as config.yaml."""
+    bad = base / "bad"  # one line of every kind that once gave a 500, among good lines
+    bad.mkdir()
+    deep = '{"episode_id": "deep", "metadata": ' + "[" * 990 + "]" * 990 + "}"
+    (bad / "episodes.jsonl").write_text(jsonl_text(
+        hostile_episode(1), "[" * 100_000, hostile_episode(3), deep,
+        hostile_episode(5, llm_calls=[{"index": 0, "prompt_ids": ["x"], "completion_ids": [3]}]),
+        '{"episode_id": "e6", "group_id": "g1", "llm_calls": [{"index": 0, "prompt_ids": [Infinity]}]}',
+        hostile_episode(7, tool_calls=5), hostile_episode(8, llm_calls={"a": 1}), hostile_episode(9)))
+    (bad / "samples.jsonl").write_text(jsonl_text(
+        {"episode_id": "e1", "index": [9], "input_ids": [1, 2, 3], "loss_mask": [0, 0, 1]},
+        {"episode_id": "e1", "index": 0, "input_ids": 5, "loss_mask": [0]},
+        {"episode_id": "e1", "index": 1, "input_ids": [1, 2, 3], "loss_mask": [0, 1, 1], "advantage": 0.5}))
+    (bad / "metrics.jsonl").write_text(jsonl_text({"step": 1, "reward_mean": 0.5}, "{" * 50_000, {"step": 2, "reward_mean": 1}))
+    (bad / "config.yaml").write_text("ajet:\n  model: {path: tiny-random}\n")
+
+    special = base / "special"  # files that are not regular files inside the folder
+    special.mkdir()
+    os.mkfifo(special / "episodes.jsonl")
+    os.symlink("/dev/zero", special / "val_episodes.jsonl")
+    outside = base / "outside.jsonl"
+    outside.write_text(jsonl_text(hostile_episode(1)))
+    os.symlink(outside, special / "eval_episodes.jsonl")
+    (special / "metrics.jsonl").write_text(jsonl_text({"step": 1}))
+    (special / "config.yaml").write_text(BOMB)
+    return {"bad": bad, "special": special}

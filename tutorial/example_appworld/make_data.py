@@ -25,7 +25,7 @@ from typing import Any
 
 from appworld_env import INITIAL, SYSTEM_PROMPT, TOOLS, World, changes
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 COUNTS = {"pay": (20, 8), "meet": (20, 8), "cancel": (5, 2)}  # category -> (train, val)

@@ -21,7 +21,7 @@ from typing import Any
 from countdown import expressions, solve, verify
 from countdown_agent import SYSTEM_PROMPT
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 11
 N_TRAIN, N_VAL = 96, 32

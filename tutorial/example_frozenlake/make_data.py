@@ -20,7 +20,7 @@ from typing import Any
 from agent import SYSTEM_PROMPT
 from frozenlake import Lake, shortest_path
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 N_TRAIN, N_VAL, N_SFT, SIZE = 64, 32, 32, 4

@@ -20,7 +20,7 @@ from typing import Any
 
 from consult import SYSTEM_PROMPT, TOPICS
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 N_TRAIN, N_VAL = 64, 32

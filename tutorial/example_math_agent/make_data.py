@@ -19,7 +19,7 @@ from typing import Any
 
 from math_tools import CALCULATOR_SPEC, SYSTEM_PROMPT, evaluate
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 7
 N_TRAIN, N_VAL, N_SFT = 64, 32, 32

@@ -2,13 +2,16 @@
 
 The loop of the calculator tutorial (call the model, run the calls it makes, feed the results back,
 stop on a plain-text reply or when the turn budget is spent), with a `python` tool whose code runs in
-a subprocess under `ajet.sandbox` limits. How each program ended is counted per episode in
+a process confined by `ajet.sandbox` (bubblewrap: no network, no view of the task files, a fresh folder). How each program ended is counted per episode in
 `WorkflowOutput.metrics` (`code_runs`, `code_ok`, `code_error`, `code_timeout`, `code_memory`,
 `code_output_limit`, `code_blocked`, `code_bad_call`), which the run averages into its report.
 
 Workflow arguments (YAML `workflow_args`):
     max_turns: LLM calls per episode when the tuner sets none (default 3).
     wall_s, cpu_s, memory_mb, max_output_bytes: the sandbox limits of one program.
+    sandbox: the isolation, `bwrap` (default; the workflow refuses to start where bubblewrap does not
+        work) or `unsafe_audit_hook` (a Python audit hook only, which the code can switch off: for code
+        you would run yourself; docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import openai
 
 from ajet import Task, Tuner, Workflow, WorkflowOutput
-from ajet.sandbox import SandboxLimits
+from ajet.sandbox import SandboxLimits, check_isolation
 from python_tool import PYTHON_SPEC, STATUSES, SYSTEM_PROMPT, run_python_call
 
 
@@ -30,6 +33,8 @@ class PythonMathAgent(Workflow):
         self.limits = SandboxLimits(
             wall_s=float(kwargs.get("wall_s", 5)), cpu_s=int(kwargs.get("cpu_s", 5)),
             memory_mb=int(kwargs.get("memory_mb", 512)), max_output_bytes=int(kwargs.get("max_output_bytes", 16384)))
+        self.isolation = kwargs.get("sandbox", "bwrap")
+        check_isolation(self.isolation)  # no sandbox here: refuse now, before any episode runs
 
     async def execute(self, task: Task, tuner: Tuner) -> WorkflowOutput:
         max_turns = tuner.max_turns or int(self.kwargs.get("max_turns", 3))
@@ -58,7 +63,7 @@ class PythonMathAgent(Workflow):
                     records.append({"name": call.function.name, "arguments": call.function.arguments,
                                     "error": content, "status": "bad_call"})
                 else:
-                    content, record = await run_python_call(call.function.arguments, self.limits)
+                    content, record = await run_python_call(call.function.arguments, self.limits, self.isolation)
                     records.append(record)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return WorkflowOutput(answer=answer, messages=messages, tool_calls=records,

@@ -24,7 +24,7 @@ from typing import Any
 
 from python_tool import PYTHON_SPEC, SYSTEM_PROMPT
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 11
 N_TRAIN, N_VAL = 64, 32

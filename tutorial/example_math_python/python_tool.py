@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ajet.sandbox import SandboxLimits, SandboxResult, run_python_async
+from ajet.sandbox import Isolation, SandboxLimits, SandboxResult, run_python_async
 
 SYSTEM_PROMPT = (
     "You solve math problems by writing Python. Call the python tool with a short program that prints "
@@ -49,7 +49,8 @@ def tool_message(result: SandboxResult, max_chars: int = 1000) -> str:
     return _clip(f"Error: {tail}", max_chars)
 
 
-async def run_python_call(arguments: str | dict | None, limits: SandboxLimits) -> tuple[str, dict[str, Any]]:
+async def run_python_call(arguments: str | dict | None, limits: SandboxLimits,
+                          isolation: Isolation = "bwrap") -> tuple[str, dict[str, Any]]:
     """One `python` tool call: (tool message content, the call's record with 'status'). Never raises."""
     record: dict[str, Any] = {"name": "python", "arguments": arguments}
     try:
@@ -61,7 +62,7 @@ async def run_python_call(arguments: str | dict | None, limits: SandboxLimits) -
         record.update(error='arguments must be a JSON object like {"code": "print(6 * 7)"}', status="bad_call")
         return f"Error: {record['error']}", record
     record["arguments"] = args
-    result = await run_python_async(args["code"], limits)
+    result = await run_python_async(args["code"], limits, isolation)
     record["status"] = result.status
     content = tool_message(result)
     record["result" if result.ok else "error"] = content

@@ -31,8 +31,8 @@ from energy_server import (
     GAS_PRICES, PIPELINES, PRODUCTION_BCF, PRODUCTION_YEARS, STORAGE, TEMPERATURES_F, UNIT_JOULES,
 )
 
-from ajet.generate.files import write_jsonl_files
-from ajet.workflows.mcp_client import ToolOutcome, call_tool, list_openai_tools, open_client
+from ajet.jsonl import write_jsonl_files
+from ajet.mcp_client import ToolOutcome, call_tool, list_openai_tools, open_client
 
 SEED = 20240115
 HERE = Path(__file__).resolve().parent

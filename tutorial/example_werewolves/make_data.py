@@ -20,7 +20,7 @@ from typing import Any
 
 from werewolf_game import VILLAGE_AGENTS, Game, deal, play, random_plan, village_plan
 
-from ajet.generate.files import write_jsonl_files
+from ajet.jsonl import write_jsonl_files
 
 SEED = 11
 N_TRAIN, N_VAL, N_SFT = 48, 16, 32

@@ -1,6 +1,6 @@
 """The debug backbone: every algorithm in one process, on a laptop CPU or one GPU."""
 
-from ajet.backbone.registry import Backbone
+from ajet.backbones import Backbone
 
 BACKBONE = Backbone(
     name="debug",

@@ -6,7 +6,7 @@ it changed or dropped), compiles its config into LLaMA-Factory's arguments, runs
 docs/backends/llamafactory.md.
 """
 
-from ajet.backbone.registry import Backbone
+from ajet.backbones import Backbone
 
 BACKBONE = Backbone(
     name="llamafactory",

@@ -42,6 +42,7 @@ from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metr
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import BackboneError, CheckpointError
+from ajet.runlock import RunLock
 
 console = Console(stderr=True)
 CHECK_SCRIPT = Path(__file__).with_name("check_args.py")
@@ -62,10 +63,16 @@ class LlamaFactoryRun:
         elif (self.run_dir / checkpoints.MARKER).is_file() or (self.run_dir / "llamafactory").is_dir():
             raise CheckpointError(f"{str(self.run_dir)!r} already holds a llamafactory run; add --resume to continue "
                                   "it or set output_dir to a new folder")
-        self.work = self.run_dir / "llamafactory"
-        self.work.mkdir(parents=True, exist_ok=True)
-        save_resolved_config(cfg, self.run_dir)
-        self.monitor = Monitor(self.run_dir, total_steps=0, tensorboard=False)
+        # Held until run() ends: a second run on this folder is refused before it writes anything there.
+        self.lock = RunLock(self.run_dir, "resumed llamafactory run" if resume else "llamafactory run").acquire()
+        try:
+            self.work = self.run_dir / "llamafactory"
+            self.work.mkdir(parents=True, exist_ok=True)
+            save_resolved_config(cfg, self.run_dir)
+            self.monitor = Monitor(self.run_dir, total_steps=0, tensorboard=False)
+        except BaseException:
+            self.lock.release()
+            raise
 
     def run(self) -> dict[str, Any]:
         from ajet.models import resolve_model_path
@@ -258,4 +265,8 @@ def _resume_dir(output_dir: Path, resume: bool | str) -> Path:
 
 
 def run(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
-    return LlamaFactoryRun(cfg, resume).run()
+    job = LlamaFactoryRun(cfg, resume)
+    try:
+        return job.run()
+    finally:
+        job.lock.release()

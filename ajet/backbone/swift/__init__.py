@@ -6,7 +6,7 @@ command lines and datasets), `metrics`, `env` (the pinned environment), `export`
 Inside swift's process (its environment): `template`, `plugin`, `scheduler`, `engine`, `check`.
 """
 
-from ajet.backbone.registry import Backbone
+from ajet.backbones import Backbone
 
 BACKBONE = Backbone(
     name="swift",

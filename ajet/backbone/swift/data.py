@@ -25,7 +25,7 @@ from typing import Any
 from ajet.config.schema import AjetConfig
 from ajet.errors import TaskReaderError
 from ajet.task_reader import read_tasks
-from ajet.generate.files import write_jsonl
+from ajet.jsonl import write_jsonl
 from ajet.trainer.sft_data import Conversation, PreferencePair, parse_conversation, parse_preference, read_jsonl
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}

@@ -35,10 +35,10 @@ from swift.rollout.multi_turn import multi_turns
 
 import ajet.backbone.swift.template  # noqa: F401  (registers --template ajet)
 from ajet.backbone.swift.scheduler import SCHEDULER_NAME, WorkflowScheduler
+from ajet.backbone.swift.scoring import neutral_fill, score_group
 from ajet.config.schema import AjetConfig
 from ajet.judge import build_judge
 from ajet.judge.base import Reward
-from ajet.workflow import Task, WorkflowOutput
 
 REWARD_NAME = "ajet_judge"
 _RUN: dict[str, Any] = {}
@@ -71,53 +71,11 @@ class AjetJudge(AsyncORM):
         rewards: list[Reward | None] = [None] * len(infos)
         errors: list[str | None] = [None] * len(infos)
         try:
-            await asyncio.gather(*(_score_group(judge, infos, members, rewards, errors) for members in groups.values()))
+            await asyncio.gather(*(score_group(judge, infos, members, rewards, errors) for members in groups.values()))
         finally:
             await judge.aclose()
         _record(_rl_step(kwargs.get("trainer_state")), infos, rewards, errors, judge.success_threshold)
-        return _neutral_fill(rewards, list(groups.values()))
-
-
-def _neutral_fill(rewards: list[Reward | None], groups: list[list[int]]) -> list[float]:
-    """Rewards for swift: an episode without one (failed, or its judge raised) gets the mean of its group's
-    scored episodes, so its advantage is 0 and the others' advantages are what they would be without it
-    (swift would count a missing reward as 0 in the group mean)."""
-    out = [r.total if r is not None else 0.0 for r in rewards]
-    for members in groups:
-        scored = [out[i] for i in members if rewards[i] is not None]
-        fill = sum(scored) / len(scored) if scored else 0.0
-        for i in members:
-            if rewards[i] is None:
-                out[i] = fill
-    return out
-
-
-async def _score_group(judge: Any, infos: list[dict], members: list[int], rewards: list, errors: list) -> None:
-    scorable = []
-    for i in members:
-        info = infos[i]
-        if info.get("error") or info.get("output") is None:
-            continue
-        output = WorkflowOutput.model_validate(info["output"])
-        if output.reward is not None:  # the workflow scored itself
-            rewards[i] = Reward.of(output.reward)
-        else:
-            scorable.append((i, output))
-    if not scorable:
-        return
-    task = Task.model_validate_json(infos[scorable[0][0]]["task"])
-    try:
-        if judge.scores_groups:
-            scored = await judge.score_group(task, [o for _, o in scorable])
-            if len(scored) != len(scorable):
-                raise ValueError(f"score_group returned {len(scored)} rewards for {len(scorable)} episodes")
-        else:
-            scored = [await judge.score(task, o) for _, o in scorable]
-        for (i, _), reward in zip(scorable, scored):
-            rewards[i] = Reward.of(reward)
-    except Exception as exc:  # a judge bug must not stop training: those episodes get no reward
-        for i, _ in scorable:
-            errors[i] = f"{type(exc).__name__}: {exc}"
+        return neutral_fill(rewards, list(groups.values()))
 
 
 def _rl_step(state: Any) -> int:

@@ -34,6 +34,7 @@ from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import BackboneError, CheckpointError, ConfigError
 from ajet.models import read_chat_template, resolve_model_path
+from ajet.runlock import RunLock
 
 console = Console(stderr=True)
 RECORD = "ajet_checkpoint.json"
@@ -52,10 +53,15 @@ class SwiftRun:
                                   "or set output_dir to a new folder")
         self.record = record or {"backbone": "swift", "stages_done": [], "latest": None}
         cfg.output_dir = str(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_resolved_config(cfg, self.run_dir)
-        _write_record(self.run_dir, self.record)  # a run stopped in its first stage can be resumed too
-        self.env = self._env()
+        # Held until run() ends: a second run on this folder is refused before it writes anything there.
+        self.lock = RunLock(self.run_dir, "resumed swift run" if resume else "swift run").acquire()
+        try:
+            save_resolved_config(cfg, self.run_dir)
+            _write_record(self.run_dir, self.record)  # a run stopped in its first stage can be resumed too
+            self.env = self._env()
+        except BaseException:
+            self.lock.release()
+            raise
 
     # ------------------------------------------------------------------ preparation
     def _env(self) -> dict[str, str]:
@@ -236,4 +242,8 @@ def _write_record(run_dir: Path, record: dict[str, Any]) -> None:
 
 
 def run(cfg: AjetConfig, resume: bool | str = False) -> dict[str, Any]:
-    return SwiftRun(cfg, resume).run()
+    job = SwiftRun(cfg, resume)
+    try:
+        return job.run()
+    finally:
+        job.lock.release()

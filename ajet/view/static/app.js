@@ -36,9 +36,21 @@ AJ.showError = function showError(message) {
   box.textContent = message || "";
 };
 
+// `ajet view --api-key KEY` prints /?key=KEY: keep the key for this tab, take it out of the address bar,
+// and send it with every API call.
+(function takeKey() {
+  const search = new URLSearchParams(location.search);
+  if (search.has("key")) {
+    sessionStorage.setItem("ajet-view-key", search.get("key"));
+    search.delete("key");
+    history.replaceState(null, "", location.pathname + (String(search) ? "?" + search : "") + location.hash);
+  }
+})();
+
 AJ.api = async function api(path, params) {
   const query = params ? "?" + new URLSearchParams(Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined)) : "";
-  const response = await fetch("api/" + path + query);
+  const key = sessionStorage.getItem("ajet-view-key");
+  const response = await fetch("api/" + path + query, key ? { headers: { Authorization: "Bearer " + key } } : {});
   let body;
   try { body = await response.json(); } catch (e) { body = { error: { message: `HTTP ${response.status}: not JSON` } }; }
   if (!response.ok) {
@@ -119,6 +131,10 @@ function drawRunsTable(metrics) {
         `success ${AJ.fmt(e.success_rate)} · failed ${AJ.fmt(e.failed)}`;
       table.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text })));
     }
+    for (const problem of run.problems || [])  // a file the viewer refused: a FIFO, a link out of the folder, ...
+      table.append(h("tr", { class: "corrupt" }, h("td", { colspan: 8, text: "not read: " + problem })));
+    if (run.behind_bytes)
+      table.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text: `still indexing: ${AJ.fmt(run.behind_bytes)} bytes to go` })));
   });
 }
 

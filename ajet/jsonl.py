@@ -1,5 +1,7 @@
-"""Append-only JSONL files for generated data: every row is flushed as it is written, so a crash
-or Ctrl-C loses nothing already generated, and a later run reads the file back to resume."""
+"""JSONL files ajet writes whole or appends to: `write_jsonl` (all or nothing, a temp file renamed),
+`JsonlAppender` (every row flushed as it is written, so a crash or Ctrl-C loses nothing already written,
+and a later run reads the file back to resume), `read_rows`. Beside safejson.py, below everything that
+writes data (the MCP generator, the tutorials' data scripts, the swift backbone's datasets)."""
 
 from __future__ import annotations
 
