@@ -6,7 +6,7 @@ first). First each free-text argument is probed once with a value no server know
 like "unknown city 'zz'; known citys: Houston, Dallas, ..." give the valid values. Then, in
 `generate.explore.rounds` passes over the tools, combinations of candidate values are sampled (every
 value tried at least once, the rest at random with `seed`; the same call never runs twice) and run
-with `ajet.workflows.mcp_client.call_tool`, so `content` is exactly what the agent would see. A call
+with `ajet.mcp_client.call_tool`, so `content` is exactly what the agent would see. A call
 is kept only when it returned a real result (not an MCP error, a timeout, `{"error": ...}`,
 "Error: ..." or nothing: `ajet.tool_results`); the values a kept result holds feed the arguments of
 other tools in the next calls (list_customers -> get_orders(customer_id) -> get_order(order_id)).

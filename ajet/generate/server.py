@@ -1,5 +1,5 @@
 """Which MCP server `ajet generate` works on: the config's `workflow_args.server` (the `mcp_agent`
-workflow's), resolved against the YAML's folder by `ajet.workflows.mcp_client.open_client`."""
+workflow's), resolved against the YAML's folder by `ajet.mcp_client.open_client`."""
 
 from __future__ import annotations
 
