@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
-from ajet.generate.result_data import same_value, structured, under
+from ajet.generate.result_data import COUNT, same_value, structured, under
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
 
@@ -162,6 +162,8 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
             for key, child in node.items():
                 walk(child, [*path, key], depth + 1)
         elif isinstance(node, list) and depth < 4:
+            if path and isinstance(path[-1], str) and not under(path, volatile):
+                found.append(([*path, COUNT], len(node)))  # "How many bookings ...": the list's length
             for i, child in enumerate(node[:max_items]):
                 walk(child, [*path, i], depth + 1)
         elif isinstance(node, (int, float, str)) and not isinstance(node, bool):

@@ -42,7 +42,7 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
                                           leaves, probe_value, schema_values, shared_paths, significant, tokens,
                                           value_key)
 from ajet.jsonl import JsonlAppender, dropped_path
-from ajet.generate.result_data import changed_paths, same_value, says_nothing, under
+from ajet.generate.result_data import changed_paths, same_value, says_nothing, structured, under
 from ajet.generate.server import server_of
 from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, hint_values,
                                        hinted_arguments, id_variants, is_id_argument)
@@ -286,7 +286,8 @@ class Explorer:
         for arg, value in arguments.items():
             self.used[(tool.name, arg)].add(value_key(value))
         outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
-        if outcome.error is None and not probed and says_nothing(outcome.result, arguments):
+        if outcome.error is None and not probed and says_nothing(outcome.result, arguments) \
+                and not self._validated(tool, arguments, origin, outcome.result):
             outcome.error = _SAYS_NOTHING  # ran, but no reference: an empty list, the arguments echoed back
         if outcome.error is None and not probed:
             # the same call again: what changed between the two is never an answer nor passed on
@@ -328,6 +329,17 @@ class Explorer:
         else:
             self.free_text.update((tool.name, arg) for arg in probed)
         return False
+
+    def _validated(self, tool: _Tool, arguments: dict[str, Any], origin: dict[str, str], result: Any) -> bool:
+        """Whether an empty list is the true answer: every argument is one the server checks (its probe
+        was refused) and came from a trusted source, and the result holds a list to count. No bookings
+        for a real room on a real date is an answer; no orders for a currency code sent as a customer
+        id, on a server that takes any text, is not."""
+        data = structured(result)
+        has_list = isinstance(data, dict) and any(isinstance(v, list) for v in data.values())
+        return has_list and all((tool.name, name) not in self.free_text and origin.get(name) not in (
+            "generic", "wildcard", None) for name in arguments) and all(
+            (tool.name, s.name) in self.probed for s in tool.specs if s.name in arguments and s.type in ("string", None))
 
     async def probe(self, client: Any) -> None:
         """Call each free-text argument once with a value no server knows, other required arguments

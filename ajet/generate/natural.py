@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate.explore_values import tokens
+from ajet.generate.result_data import COUNT
 from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, words
 
 _PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
@@ -128,6 +129,13 @@ def asked(path: list[Any], value: Any, description: str, arguments: dict[str, An
     keys = [p for p in path if isinstance(p, str)]
     if not keys:
         return Asked(["result"], "", False)
+    if path[-1] == COUNT and len(keys) >= 2:  # the length of a list: "How many bookings ...", "the number of bookings"
+        return Asked([f"number of {words(keys[-2])}"], "", True)
+    if len(path) >= 2 and isinstance(path[-2], str) and isinstance(path[-1], str) \
+            and re.fullmatch(r"[a-z][a-z0-9_]*|[a-z]+(?:[A-Z][a-z0-9]*)+", path[-1]):
+        # a field of a nested object ({"target": {"day_of_week": ...}}): 'target day of week'
+        noun = f"{words(path[-2])} {words(path[-1])}"
+        return Asked([noun], "", isinstance(value, int) and noun.endswith("s"))
     if len(path) >= 2 and isinstance(path[-2], str) and isinstance(path[-1], str):
         parent, child = words(path[-2]), path[-1]
         nouns = [f"{parent} at {child}"]
@@ -219,16 +227,32 @@ def pair_of(arguments: dict[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+# prefixes (and suffixes) of the two arguments of a conversion: from_unit / to_unit, source_timezone / target_timezone
+_CONVERSION_PAIRS = (("from", "to"), ("source", "target"), ("src", "dst"), ("origin", "destination"), ("input", "output"))
+
+
+def _conversion_pair(arguments: dict[str, Any]) -> tuple[str, str] | None:
+    for first, second in _CONVERSION_PAIRS:
+        for name in arguments:
+            if name.startswith(f"{first}_") and f"{second}_{name[len(first) + 1:]}" in arguments:
+                return name, f"{second}_{name[len(first) + 1:]}"
+            if name.endswith(f"_{first}") and f"{name[:-len(first) - 1]}_{second}" in arguments:
+                return name, f"{name[:-len(first) - 1]}_{second}"
+    return None
+
+
 def conversion_of(arguments: dict[str, Any], description: str) -> dict[str, str] | None:
-    """A call with `from_X` and `to_X` arguments converts: its amount ('2.5'), what it is converted from
-    and to, each with the words the description puts before it ('USD per MMBtu' when it says "from USD
-    per from_unit")."""
-    source = next((n for n in arguments if n.startswith("from_")), None)
-    target = next((n for n in arguments if n == f"to_{source[5:]}"), None) if source else None
-    if target is None:
+    """A call with `from_X` and `to_X` arguments (or source_/target_, src_/dst_, X_from/X_to) converts:
+    its amount ('2.5', or the one other argument: a time '16:45'), what it is converted from and to, each
+    with the words the description puts before it ('USD per MMBtu' when it says "from USD per from_unit")."""
+    pair = _conversion_pair(arguments)
+    if pair is None:
         return None
-    amounts = [n for n, v in arguments.items() if n not in (source, target)
-               and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    source, target = pair
+    others = [n for n in arguments if n not in (source, target)]
+    amounts = [n for n in others if isinstance(arguments[n], (int, float)) and not isinstance(arguments[n], bool)]
+    if not amounts and len(others) == 1 and isinstance(arguments[others[0]], str):
+        amounts = others
 
     def prefix(name: str) -> str:
         text = (description or "")[:MAX_DESCRIPTION]
@@ -246,6 +270,19 @@ def conversion_of(arguments: dict[str, Any], description: str) -> dict[str, str]
             "target_value": show(arguments[target])}
 
 
+_CONVERTED = {"result", "converted", "target", "to", "output", "dst", "destination", "value"}
+_CONVERTED_FIELDS = {"time", "datetime", "date", "value", "amount", "result", "price", "quantity"}  # target.datetime
+
+
+def _is_converted(path: list[Any]) -> bool:
+    """Whether an answer path holds the converted value (`result`, `converted_price`, `target.time`),
+    not another field of a conversion's result (its rate, the source's weekday)."""
+    keys = [k for k in path if isinstance(k, str)]
+    return bool(keys) and bool(set(words(keys[-1]).split()) & _CONVERTED
+                               or (len(keys) > 1 and set(words(keys[-2]).split()) & _CONVERTED
+                                   and set(words(keys[-1]).split()) & _CONVERTED_FIELDS))
+
+
 def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -261,7 +298,8 @@ def _ask_forms(noun: str, where: str, unit: str, count: bool, amount: bool) -> d
     if amount:
         ask.append(f"How much is the {noun}{tail}?")
     if count:
-        ask += [f"How many {noun} are there{tail}?", f"How many {noun}{tail}?"]
+        plural = noun.removeprefix("number of ")
+        ask += [f"How many {plural} are there{tail}?", f"How many {plural}{tail}?"]
     families = {"ask": ask,
                 "request": [f"Tell me the {noun}{tail}.", f"Give me the {noun}{tail}.", f"I need the {noun}{tail}.",
                             f"I'd like to know the {noun}{tail}."],
@@ -281,7 +319,8 @@ def _conversion_forms(conv: dict[str, str]) -> list[str]:
     forms = [f"Convert {what} to {target}.", f"What is {what} in {target}?", f"{_cap(what)} is how much in {target}?",
              f"Express {what} in {target}.", f"I have {what}. What is that in {target}?",
              f"Convert {what} into {target}, please."]
-    if source == conv["source_arg"] or " " not in source:  # a bare unit: 'how many MWh is 2.5 therm'
+    if (source == conv["source_arg"] or " " not in source) and re.fullmatch(r"-?[\d.]+", amount or "") \
+            and re.fullmatch(r"[A-Za-z][A-Za-z ]{0,20}", target):  # a bare unit: 'how many MWh is 2.5 therm'
         forms += [f"How many {target} is {what}?", f"How many {target} are in {what}?"]
     return forms
 
@@ -365,7 +404,8 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     conv = conversion_of(last["arguments"], last_description)
     if conv and len(steps) > 1 and conv["amount_arg"] in {link["argument"] for link in last.get("inputs_from") or []}:
         return {"converted": _converted_chain(steps, given, conv, lex, rng)}
-    if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]):
+    if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]) \
+            and _is_converted(path):
         return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
     # 'How much is the pages' taught the 135M model that 'How much ...' asks for a count of copies
@@ -477,8 +517,13 @@ def _pair_topic(description: str, stem: str) -> str:
 
 
 def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Random) -> list[str]:
-    """Each given value placed with the description of the call that takes it."""
+    """Each given value placed with the description of the call that takes it; the two sides of a
+    conversion together ('from UTC to Asia/Tokyo')."""
     placed = []
+    pair = _conversion_pair(given)
+    if pair is not None:
+        placed.append(f"from {show(given[pair[0]])} to {show(given[pair[1]])}")
+        given = {k: v for k, v in given.items() if k not in pair}
     for name, value in given.items():
         bare = name.removeprefix("then ")
         step = next((s for s in steps if bare in s["arguments"]), None)

@@ -13,6 +13,7 @@ import random
 import re
 from typing import Any
 
+from ajet.generate.result_data import COUNT
 from ajet.judge.numbers import parse_number
 from ajet.judge.tool_reference import states_value
 
@@ -33,6 +34,8 @@ def field_name(path: list[Any]) -> str:
     keys = [p for p in path if isinstance(p, str)]
     if not keys:
         return "result"
+    if path[-1] == COUNT:  # ["bookings", "#"]: the list's length
+        return f"number of {words(path[-2])}" if len(path) >= 2 else "number of results"
     if len(path) >= 2 and isinstance(path[-2], str):
         return f"{words(path[-2])} {words(path[-1])}"
     if words(keys[-1]) in _BARE_KEYS and len(keys) >= 2:  # ["orders", 0, "id"]: the order id, not "the id"

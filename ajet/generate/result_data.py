@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 Path = tuple[Any, ...]
+COUNT = "#"  # the last step of a path to a list's length: ["bookings", "#"] is how many bookings there are
 
 _LABELLED = re.compile(r"^\s*[-*•]?\s*([A-Za-z][A-Za-z0-9 _/().-]{0,40}?)\s*:\s+(\S.{0,300}?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

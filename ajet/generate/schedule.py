@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ajet.generate import phrasing
+from ajet.generate.result_data import COUNT
 
 
 LOOKUP_RATIO = 3  # chains through a lookup per task that stops at it
@@ -65,7 +66,8 @@ def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, p
     # a tool whose results only name things (every answer a string: ids, names, labels) and feed another
     # tool is a lookup: users ask through it far more often than for its ids (library: find_member
     # answered 0 of 24 name questions first after SFT when its chains were held to its single tasks)
-    lookups = {k for k in singles if all(isinstance(c.value, str) for c in by_tools[k])
+    # (a list's length is no answer that makes a tool more than a lookup)
+    lookups = {k for k in singles if all(isinstance(c.value, str) for c in by_tools[k] if c.path[-1:] != [COUNT])
                and any(m[0] == k[0] for m in multis)}
     exact: Counter = Counter()      # tasks per tool sequence
     extending: Counter = Counter()  # tasks that go on past a tool sequence

@@ -69,6 +69,25 @@ _SCHEMA_FORMATS = {"date": "date", "date-time": "datetime", "time": "time_s"}
 _YEAR = re.compile(r"(?<![\w-])((?:19|20)\d\d)(?![\w-])")
 
 
+# A named standard whose values the standard library lists: an "IANA time zone name" argument is
+# given real zone names, as a date format is given dates.
+_STANDARDS = re.compile(r"\bIANA\b|\btz ?database\b|\bOlson\b", re.IGNORECASE)
+_ZONE_AREAS = ("Africa", "America", "Asia", "Australia", "Europe", "Pacific")
+ZONES_TRIED = 12
+
+
+def time_zones(count: int = ZONES_TRIED) -> list[str]:
+    """`count` IANA zone names spread over the areas (every k-th of the sorted list: deterministic)."""
+    import zoneinfo
+
+    try:
+        names = sorted(z for z in zoneinfo.available_timezones() if z.split("/")[0] in _ZONE_AREAS and z.count("/") == 1)
+    except Exception:  # noqa: BLE001  (no tz database on this system: nothing to offer)
+        return []
+    step = max(1, len(names) // count)
+    return names[::step][:count]
+
+
 def named_formats(text: str) -> list[str]:
     """The formats a text names ('Expected HH:MM [24-hour format]' -> ['time'])."""
     text = text[:MAX_TEXT]
@@ -95,8 +114,11 @@ def format_values(spec: ArgSpec, *texts: str, scoped: tuple[str, ...] = ()) -> l
         names += [n for n in named_formats(text) if n not in names]
     for text in scoped:
         names += [n for n in named_formats(text) if n not in names and _takes(spec, _KIND[n])]
+    if any(_STANDARDS.search(text[:MAX_TEXT]) for text in (*texts, *scoped)) and _takes(spec, "timezone"):
+        names.append("timezone")
     years = [int(y) for text in (*texts, *scoped) for y in _YEAR.findall(_strip_formats(text[:MAX_TEXT]))]
-    raw = [v for name in names for v in _format_values(name, years[0] if years else YEAR)]
+    raw = [v for name in names for v in (time_zones() if name == "timezone"
+                                         else _format_values(name, years[0] if years else YEAR))]
     pattern = spec.schema.get("pattern")
     if isinstance(pattern, str):
         raw += pattern_values(pattern)
@@ -272,6 +294,8 @@ def _takes(spec: ArgSpec, kind: str) -> bool:
     if kind == "time":
         return spec.type in ("string", None) and (bool(words & {"time", "hour", "at", "start", "end"})
                                                  or fmt == "time")
+    if kind == "timezone":
+        return spec.type in ("string", None) and bool(words & {"timezone", "tz", "zone"})
     if kind == "path":
         return spec.type in ("string", None) and bool(words & _PATH_WORDS)
     return True

@@ -362,8 +362,10 @@ async def test_records_nothing_names_make_no_question_and_labelled_text_makes_ta
     card = [t for t in rows if t["metadata"]["tools"] == ["customer_card"] and not t["metadata"].get("refused")]
     assert card and {t["answer"]["final"] for t in card} <= {"Ada Lovelace", 1250, "gold"}
     assert 1250 in {t["answer"]["final"] for t in card}
-    # two payments, nothing names either: "the amount of C-17's payment" has no one answer
-    assert not [t for t in rows if t["metadata"]["tools"] == ["recent_payments"] and not t["metadata"].get("refused")]
+    # two payments, nothing names either: "the amount of C-17's payment" has no one answer; how many there are has
+    payments = [t for t in rows if t["metadata"]["tools"] == ["recent_payments"] and not t["metadata"].get("refused")]
+    assert payments and {tuple(t["metadata"]["target"]) for t in payments} == {("payments", "#")}
+    assert {t["answer"]["final"] for t in payments} == {2}
 
 
 def test_no_server_words_or_values_in_the_generator():
