@@ -46,6 +46,7 @@ _UNITS = {"minutes", "minute", "hours", "hour", "days", "day", "weeks", "week", 
 # words that open a description as a verb ("Search the catalog", "Compare gas prices"): never a modifier
 _VERBS = {"search", "find", "get", "list", "compare", "convert", "look", "show", "return", "returns", "fetch"}
 _DIFFERENCE = {"difference", "diff", "delta", "gap", "spread"}
+_BARE_ANSWERS = {"value", "result", "amount", "total", "count"}
 MAX_DESCRIPTION = 1_000  # characters of a tool description read for phrasing: its first sentences say what it does
 
 
@@ -412,6 +413,15 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     amount = numeric and not what.count and (bool(what.unit) or not isinstance(value, int))
     pair = pair_of(first["arguments"]) if len(steps) == 1 else None
     found: dict[str, list[str]] = {}
+    # a bare answer key ('value', 'result') says what it is through the call's choices: monthly_stats(variable=
+    # temperature, stat=max) -> 'the max temperature', not 'the value of temperature for max'
+    chosen = {k: v for k, v in given.items() if isinstance(v, str) and (last.get("origin") or {}).get(k) == "schema_enum"
+              and k in last["arguments"]}
+    if chosen and path and words(str(path[-1])) in _BARE_ANSWERS:
+        head = " ".join(show(v) for v in reversed(list(chosen.values())))
+        what = Asked([head if words(str(path[-1])) in ("value", "result") else f"{head} {words(str(path[-1]))}"],
+                     what.unit, what.count)
+        given = {k: v for k, v in given.items() if k not in chosen}
 
     def add(family: str, forms: list[str]) -> None:
         found.setdefault(family, []).extend(forms)
