@@ -114,34 +114,6 @@ def test_clipped_value_loss_by_hand():
     assert value_loss(values, old, returns, mask, clip=None, normalizer=4)[0].item() == pytest.approx(0.22625)
 
 
-def test_build_samples_hands_each_merged_sample_its_calls_turn_rewards():
-    from ajet.tracker.merge import build_samples
-    from ajet.tracker.timeline import LLMCall, Segment
-
-    def call(index, prompt, completion, agent="a", llm_spans=()):
-        segments, at = [], 0
-        for start, end in llm_spans:
-            segments += [Segment("prompt", prompt[at:start]), Segment("llm", prompt[start:end], [-0.1] * (end - start))]
-            at = end
-        segments.append(Segment("prompt", prompt[at:]))
-        return LLMCall(index=index, agent=agent, trained=True, prompt_segments=[s for s in segments if s.token_ids],
-                       completion_ids=completion, completion_logprobs=[-0.5] * len(completion), finish_reason="stop",
-                       tools_key="[]")
-
-    # agent a: calls 0 and 2 merge into one sample of two spans; agent b: call 1 alone
-    a0 = call(0, [5, 6], [7, 8])
-    b1 = call(1, [40, 41], [42], agent="b")
-    a2 = call(2, [5, 6, 7, 8, 9], [10], llm_spans=[(2, 4)])
-    samples, _ = build_samples([a0, b1, a2], reward=1.0, group_id="g", episode_id="e", task_id="t",
-                               turn_rewards=[0.25, 0.5, 1.0])
-    by_agent = {s.agent: s for s in samples}
-    assert by_agent["a"].spans == [(2, 4), (5, 6)] and by_agent["a"].turn_rewards == [0.25, 1.0]
-    assert by_agent["b"].turn_rewards == [0.5]
-    # a list that does not give one reward per trained call is dropped: the samples keep the episode reward only
-    samples, _ = build_samples([a0, b1, a2], reward=1.0, group_id="g", episode_id="e", task_id="t", turn_rewards=[1.0])
-    assert all(s.turn_rewards is None for s in samples)
-
-
 async def test_tool_reference_judge_says_which_turn_was_wrong():
     from ajet.judge.tool_reference import ToolReferenceJudge
     from ajet.workflow import Task, WorkflowOutput
