@@ -126,7 +126,7 @@ def _commit() -> str:
 
 
 def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int], work: Path, *, quick: bool,
-                 with_base: bool, extra: list[str]) -> dict[str, Any]:
+                 with_base: bool, extra: list[str], note: str = "") -> dict[str, Any]:
     """SFT, RL per seed, the evals, and the paired gain of one task: the row rl_gain.jsonl gets."""
     conf = folder / spec["conf"]
     section = spec["rl_gain"]
@@ -175,7 +175,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         "also": {key: {arm: _mean(values.values()) for arm, values in by_key[key].items()} for key in keys[1:]},
         "overrides": {"sft": sft_overrides, "rl": rl_overrides, "eval": evals},
         "minutes": round((time.time() - started) / 60, 1), "phase_minutes": {k: round(v, 1) for k, v in phases.items()},
-        "work": str(work),
+        "work": str(work), "note": note,
     }
     if with_base:
         row["base"] = round(_mean(main["base"].values()), 4)
@@ -201,6 +201,8 @@ def summary(path: Path) -> tuple[float, int, int]:
         print(f"{row['task']:14} {row['measure']:34} {row['tasks']:4d} {row['sft']:6.3f} {rl:>13} {interval:>26} "
               f"{len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
               + ("" if row["significant"] else "  (interval reaches 0)"))
+        if row.get("note"):
+            print(f"{'':14}   note: {row['note']}")
         for key, arms in row.get("also", {}).items():
             print(f"{'':14}   also {key}: " + ", ".join(f"{a} {v:.3f}" for a, v in arms.items() if v is not None))
     gains = [row["gain_points"] for row in latest.values()]
@@ -218,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="an override for every run (repeatable), e.g. --set model.path=tiny-random")
     parser.add_argument("--work", type=Path, help="work folder (default: runs/rl_gain/TASK/TIME); reused if it exists")
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/rl_gain.jsonl)")
+    parser.add_argument("--note", default="", help="kept with the result, e.g. 'machine shared, load ~10'")
     parser.add_argument("--summary", action="store_true", help="print the table of the results file")
     parser.add_argument("--list", action="store_true", help="list the tasks")
     args = parser.parse_args(argv)
@@ -232,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         name, folder, spec = task_spec(args.task)
         work = args.work or REPO / "runs" / "rl_gain" / name / time.strftime("%Y%m%d-%H%M%S")
         row = measure_task(name, folder, spec, args.seeds, work, quick=args.quick, with_base=args.with_base,
-                           extra=args.extra)
+                           extra=args.extra, note=args.note)
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
