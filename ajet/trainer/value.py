@@ -31,7 +31,8 @@ class ValueHead(nn.Module):
         nn.init.zeros_(self.linear.bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.linear(hidden.float())
+        with torch.autocast(device_type=hidden.device.type, enabled=False):  # a bf16 value would round GAE's inputs
+            return self.linear(hidden.float())
 
 
 def attach_value_head(policy: Policy) -> ValueHead:
