@@ -25,7 +25,9 @@ pass `--task path/to/folder`. `--work DIR` reuses a work folder: finished phases
 merged model, an eval.json) are not run again, so an interrupted task resumes where it stopped.
 
 Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
-Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`.
+Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
+task's latest result with its own settings (benchmark.json); results of --set variants are listed under
+their task, not counted: a setting that pays goes into benchmark.json and is measured again.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     pick = lambda part: [*section.get(part, []), *(QUICK[part] if quick else []), *extra]  # noqa: E731
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
-    started = time.time()
+    started, commit = time.time(), _commit()  # the code the runs start with
     phases: dict[str, float] = {}
 
     def timed(phase: str, fn, *args):
@@ -165,7 +167,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     result = gain(main["sft"], [main[f"rl{s}"] for s in seeds], clusters)
     cpu, flags = cpu_flags()
     row = {
-        "task": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": _commit(), "cpu": cpu,
+        "task": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": commit, "cpu": cpu,
         "cpu_flags": flags, "quick": quick, "measure": spec["measure"], "heldout_tasks": len(heldout_rows),
         "tasks": result.tasks, "clusters": result.clusters, "seeds": seeds,
         "sft": round(result.sft, 4), "rl": [round(v, 4) for v in result.rl],
@@ -175,7 +177,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         "also": {key: {arm: _mean(values.values()) for arm, values in by_key[key].items()} for key in keys[1:]},
         "overrides": {"sft": sft_overrides, "rl": rl_overrides, "eval": evals},
         "minutes": round((time.time() - started) / 60, 1), "phase_minutes": {k: round(v, 1) for k, v in phases.items()},
-        "work": str(work), "note": note,
+        "work": str(work), "note": note, "set": extra,
     }
     if with_base:
         row["base"] = round(_mean(main["base"].values()), 4)
@@ -188,26 +190,29 @@ def _mean(values) -> float | None:
 
 
 def summary(path: Path) -> tuple[float, int, int]:
-    """Print the latest result per task; return (mean gain in points, tasks with gain, tasks)."""
+    """Print, per task, the latest result with the task's own settings and the latest of each --set variant
+    below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
     for row in rows:
-        latest[row["task"]] = row
+        latest[(row["task"], tuple(row.get("set", [])))] = row
     print(f"{'task':14} {'measure':34} {'n':>4} {'sft':>6} {'sft+rl':>13} {'gain (points) [95% CI]':>26} "
           f"{'seeds':>5} {'min':>5}  commit / cpu")
-    for row in latest.values():
+    for (task, variant), row in sorted(latest.items(), key=lambda item: (item[0][0], len(item[0][1]), item[0][1])):
         rl = "/".join(f"{v:.3f}" for v in row["rl"])
         interval = f"{row['gain_points']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
-        print(f"{row['task']:14} {row['measure']:34} {row['tasks']:4d} {row['sft']:6.3f} {rl:>13} {interval:>26} "
-              f"{len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
+        print(f"{task if not variant else '':14} {row['measure']:34} {row['tasks']:4d} {row['sft']:6.3f} {rl:>13} "
+              f"{interval:>26} {len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
               + ("" if row["significant"] else "  (interval reaches 0)"))
+        if variant:
+            print(f"{'':14}   variant (not counted below): --set {' --set '.join(variant)}")
         if row.get("note"):
             print(f"{'':14}   note: {row['note']}")
         for key, arms in row.get("also", {}).items():
             print(f"{'':14}   also {key}: " + ", ".join(f"{a} {v:.3f}" for a, v in arms.items() if v is not None))
-    gains = [row["gain_points"] for row in latest.values()]
-    mean = sum(gains) / len(gains) if gains else 0.0
-    return mean, sum(row["significant"] for row in latest.values()), len(latest)
+    own = [row for (_, variant), row in latest.items() if not variant]
+    mean = sum(row["gain_points"] for row in own) / len(own) if own else 0.0
+    return mean, sum(row["significant"] for row in own), len(own)
 
 
 def main(argv: list[str] | None = None) -> None:
