@@ -49,6 +49,8 @@ class Backbone:
       managed environment and returns its Python executable; None when it needs none.
     export: 'module:function' taking (checkpoint: Path, out: Path, merge: bool) for checkpoints this
       backbone wrote (they carry `ajet_checkpoint.json` naming the backbone); None: ajet's own export.
+    refused: (algorithm, why) pairs for algorithms the backend has under that name but this backbone does
+      not map (its version cannot run ajet's workflow and judge): the refusal says why.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Backbone:
     run: str
     setup: str | None = None
     export: str | None = None
+    refused: tuple[tuple[str, str], ...] = ()
 
     def check(self, cfg: AjetConfig) -> None:
         """Refuse a config this backbone cannot train, naming the backbones that can."""
@@ -65,9 +68,10 @@ class Backbone:
             return
         able = [b.name for b in backbones().values() if all(s in b.algorithms for s in missing)]
         where = f"use --backbone={' or --backbone='.join(able)}" if able else "no installed backbone trains it"
+        why = dict(self.refused).get(missing[0])
         raise ConfigError(
             f"invalid config: algorithm {missing[0]!r} is not trained by the {self.name} backbone "
-            f"(it trains {', '.join(self.algorithms)}); {where}")
+            f"(it trains {', '.join(self.algorithms)}){f': {why}' if why else ''}; {where}")
 
     def call(self, attr: str, *args: Any, **kwargs: Any) -> Any:
         """Import and call the function named by `attr` ('run', 'setup' or 'export')."""

@@ -4,10 +4,13 @@ training run, `ajet eval` of the trained checkpoint, all as subprocesses of the 
 A tutorial takes part when its folder holds `benchmark.json`:
 
     {"conf": "countdown.yaml",          # the tutorial's YAML, relative to its folder
-     "measure": "success_rate",         # or "reward_mean": a key of eval.json
+     "measure": "success_rate",         # its success measure (measures.py): success_rate, reward_parts.NAME,
+                                        # workflow_metrics.NAME; never the reward, which may hold format credit
+     "also": [...],                     # optional: more measures to print (werewolves: the seer's accuracy)
      "margin": 0.05,                    # trained must beat base by more than this (the README says so)
      "train_overrides": [],             # key=value for the training run (kept small: minutes on 2 cores)
-     "eval_overrides": []}              # key=value for both evals
+     "eval_overrides": [],              # key=value for both evals
+     "rl_gain": {...}}                  # what benchmarks/rl_gain.py runs (not read here)
 
     python benchmarks/tutorials.py                       # every tutorial with a benchmark.json
     python benchmarks/tutorials.py example_countdown ... # only these folders
@@ -23,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+import measures
 from quickstart import cpu_flags
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,17 +45,20 @@ def measure(folder: Path, out: Path) -> dict:
     """Base and trained measure of one tutorial, with the wall minutes of the training run."""
     spec = json.loads((folder / "benchmark.json").read_text())
     conf = folder / spec["conf"]
-    key = spec.get("measure", "success_rate")
+    key = measures.check(spec.get("measure", "success_rate"))
+    also = [measures.check(k) for k in spec.get("also", [])]
     eval_overrides = list(spec.get("eval_overrides", []))
-    base = _eval(conf, out / "base", eval_overrides)[key]
+    base_report = _eval(conf, out / "base", eval_overrides)
     started = time.time()
     subprocess.run(["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out / 'train'}",
                     *spec.get("train_overrides", [])], check=True)
     minutes = (time.time() - started) / 60
-    trained = _eval(conf, out / "trained", eval_overrides, model=out / "train")[key]
+    trained_report = _eval(conf, out / "trained", eval_overrides, model=out / "train")
+    base, trained = measures.from_report(base_report, key) or 0.0, measures.from_report(trained_report, key) or 0.0
     margin = float(spec.get("margin", 0.0))
     return {"tutorial": folder.name, "measure": key, "base": base, "trained": trained, "margin": margin,
-            "improved": trained > base + margin, "train_minutes": round(minutes, 1)}
+            "improved": trained > base + margin, "train_minutes": round(minutes, 1),
+            "also": {k: [measures.from_report(base_report, k), measures.from_report(trained_report, k)] for k in also}}
 
 
 def main(names: list[str]) -> None:
@@ -71,6 +78,8 @@ def main(names: list[str]) -> None:
     for r in rows:
         print(f"{r['tutorial']:28} {r['measure']:13} {r['base']:6.3f} {r['trained']:8.3f} {r['margin']:7.2f} "
               f"{r['train_minutes']:9.1f}{'' if r['improved'] else '  (not improved)'}")
+        for k, (b, t) in r["also"].items():  # None: no episode reported it (werewolves: the seer never knew a wolf)
+            print(f"{'':28}   also {k}: base {'-' if b is None else f'{b:.3f}'}, trained {'-' if t is None else f'{t:.3f}'}")
     print(f"tutorials_improved={sum(r['improved'] for r in rows)}/{len(rows)}")
 
 

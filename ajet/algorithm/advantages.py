@@ -1,7 +1,10 @@
 """Group-relative advantages for GRPO.
 
-Each sample's advantage is its reward minus the mean reward of its group (the episodes of one task),
-divided by the group's standard deviation when `scale` is on (Dr. GRPO turns scaling off). A group
+Each sample's advantage is its reward minus a baseline from its group (the episodes of one task),
+divided by the group's standard deviation when `scale` is on (Dr. GRPO turns scaling off). The
+baseline is the group's mean (GRPO), or the mean of the group's other members (`leave_one_out`,
+RLOO), which leaves the sample's own reward out of its baseline: R_i - mean_{j != i} R_j, which is
+n / (n - 1) times R_i - mean. A group
 whose rewards are all equal carries no learning signal: its samples get advantage 0 and the group
 is counted in the stats so the caller can skip them instead of spending compute on a zero gradient.
 A group with a single sample is treated the same way (there is nothing to compare it with).
@@ -18,6 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 
 @dataclass
@@ -41,18 +45,25 @@ class AdvantageStats:
         return {k: float(v) for k, v in data.items()}
 
 
+Baseline = Literal["mean", "leave_one_out"]
+
+
 def group_advantages(
     rewards: Sequence[float],
     group_ids: Sequence[str],
     scale: bool = True,
     eps: float = 1e-6,
+    baseline: Baseline = "mean",
 ) -> tuple[list[float], AdvantageStats]:
-    """Group-normalised advantages: (r - mean_g) / (std_g + eps) with scale, else r - mean_g.
+    """Group-normalised advantages: (r - b) / (std_g + eps) with scale, else r - b, where the baseline
+    b is mean_g (`baseline="mean"`) or the mean of the other members of the group ("leave_one_out").
 
     std is the population standard deviation of the group (divide by n), the same statistic the
     mean is taken over. A group is zero-variance when its std is <= eps: every member gets exactly
     0.0 and its indices go to `stats.skip`; singleton groups likewise.
     """
+    if baseline not in ("mean", "leave_one_out"):
+        raise ValueError(f"baseline must be 'mean' or 'leave_one_out', got {baseline!r}")
     if len(rewards) != len(group_ids):
         raise ValueError(f"group_advantages: {len(rewards)} rewards but {len(group_ids)} group ids")
     members: dict[str, list[int]] = defaultdict(list)
@@ -76,7 +87,9 @@ def group_advantages(
             stats.zero_variance_groups += 1
             stats.skip.extend(idx)
             continue
-        group = [(v - mean) / (std + eps) if scale else v - mean for v in values]
+        # leave-one-out: v - (n * mean - v) / (n - 1) = (v - mean) * n / (n - 1)
+        loo = len(values) / (len(values) - 1) if baseline == "leave_one_out" else 1.0
+        group = [(v - mean) * loo / (std + eps) if scale else (v - mean) * loo for v in values]
         if not all(math.isfinite(a) for a in group):  # unscaled 1e308 - (-1e308): inf
             stats.nonfinite_groups += 1
             stats.skip.extend(idx)

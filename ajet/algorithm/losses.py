@@ -50,6 +50,11 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     return float(values.sum() / n)
 
 
+def token_entropy(log_probs: torch.Tensor) -> torch.Tensor:
+    """Entropy of each row of a log-softmax: -sum_v p_v log p_v. (..., V) -> (...)"""
+    return -(log_probs.exp() * log_probs).sum(dim=-1)
+
+
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || ref): exp(ref - logp) - (ref - logp) - 1, always >= 0. (B, T)"""
     delta = ref_logprobs - logprobs  # (B, T)
@@ -68,6 +73,8 @@ def grpo_loss(
     beta: float = 0.0,
     agg: LossAgg = "token",
     normalizer: float | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped-ratio policy-gradient loss of GRPO (PPO's surrogate with group-relative advantages).
 
@@ -76,15 +83,19 @@ def grpo_loss(
     advantages:    (B,)   one advantage per sample, broadcast over its tokens (or (B, T) per token)
     mask:          (B, T) 1.0 where the token is trained
     ref_logprobs:  (B, T) log p under the frozen reference; needed when beta > 0
+    entropy:       (B, T) entropy of the policy's next-token distribution (differentiable); needed when
+                   entropy_coef > 0
 
-    per-token loss = -min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A) + beta * KL_k3
+    per-token loss = -min(r * A, clip(r, 1 - epsilon, 1 + epsilon_high) * A) + beta * KL_k3 - entropy_coef * H
     with r = exp(logprobs - old_logprobs). Returns (loss, stats); stats are plain floats over the
     masked tokens: clip_fraction (tokens where the clip was the active term), clip_low / clip_high,
-    ratio_mean, ratio_max, kl (k3 mean, when a reference is given), adv_mean, tokens.
+    ratio_mean, ratio_max, kl (k3 mean, when a reference is given), entropy (when given), adv_mean, tokens.
     """
     eps_high = epsilon if epsilon_high is None else epsilon_high
     if beta > 0 and ref_logprobs is None:
         raise ValueError("grpo_loss: beta > 0 needs ref_logprobs (the frozen reference's logprobs)")
+    if entropy_coef > 0 and entropy is None:
+        raise ValueError("grpo_loss: entropy_coef > 0 needs the per-token entropy")
     mask = mask.to(logprobs.dtype)
     adv = advantages.to(logprobs.dtype)
     if adv.dim() == 1:
@@ -102,6 +113,10 @@ def grpo_loss(
         if beta > 0:
             per_token = per_token + beta * kl
         stats["kl"] = _masked_mean(kl, mask)
+    if entropy is not None:
+        if entropy_coef > 0:  # a bonus: higher entropy lowers the loss, so sampling stays exploratory
+            per_token = per_token - entropy_coef * torch.where(mask > 0, entropy, torch.zeros_like(entropy))
+        stats["entropy"] = _masked_mean(entropy, mask)
     loss = _aggregate(per_token, mask, agg, normalizer)
 
     with torch.no_grad():

@@ -19,7 +19,7 @@ from ajet.task_reader import read_tasks
 
 def check_inputs(cfg: AjetConfig, purpose: Literal["train", "eval"] = "train") -> None:
     """Raise the error a later step would raise about this config's inputs, now."""
-    needs_rollouts = purpose == "eval" or any(s == "grpo" or (s == "dpo" and not cfg.dpo.data) for s in cfg.stages)
+    needs_rollouts = purpose == "eval" or any(s in ("grpo", "ppo") or (s == "dpo" and not cfg.dpo.data) for s in cfg.stages)
     if needs_rollouts:
         workflow_class(cfg)
         build_judge(cfg.judge, cfg.base_dir)

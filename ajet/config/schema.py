@@ -25,7 +25,7 @@ PLUGIN_REF = "ajet:plugin"
 FilePath = Annotated[str, FILE_PATH]
 PluginRef = Annotated[str, PLUGIN_REF]
 
-AlgorithmName = Literal["grpo", "sft", "dpo"]
+AlgorithmName = Literal["grpo", "sft", "dpo", "ppo"]
 
 
 class _Section(BaseModel):
@@ -221,13 +221,40 @@ class GatewayConfig(_Section):
 
 
 class GrpoConfig(_Section):
-    epsilon: float = Field(0.2, gt=0, description="Lower clip range of the probability ratio.")
+    epsilon: float = Field(0.2, gt=0, description="Lower clip range of the probability ratio (grpo and ppo).")
     epsilon_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher); None: epsilon.")
     beta: float = Field(0.0, ge=0, description="KL coefficient to the frozen base model (adapters disabled).")
     scale_rewards: bool = Field(True, description="Divide group-centred rewards by the group std.")
+    baseline: Literal["mean", "leave_one_out"] = Field(
+        "mean", description="What a sample's reward is compared with: mean: its group's mean (GRPO); "
+        "leave_one_out: the mean of the group's other samples (RLOO), n / (n - 1) times the mean's advantage.")
     loss_agg: Literal["token", "sequence"] = Field(
         "token", description="token: mean over all trained tokens; sequence: mean per sample, then over samples."
     )
+    entropy_coef: float = Field(
+        0.0, ge=0, description="Entropy bonus: the loss subtracts this x the policy's mean next-token entropy over "
+        "trained tokens, which keeps sampling from collapsing early (0: off, no entropy is computed).")
+    dynamic_sampling_rounds: int = Field(
+        0, ge=0, description="grpo: dynamic sampling (DAPO). Groups whose rewards are all equal teach nothing and "
+        "are dropped; up to this many extra rollouts per step, of new tasks, refill the batch until it holds "
+        "rollout.batch_tasks groups with a signal. 0: off (a step trains on what its one rollout gave).")
+    turn_reward_weight: float = Field(
+        0.0, ge=0, description="Turn-level credit: weight of the judge's per-turn rewards (Reward.turn_rewards) in "
+        "each turn's advantage (grpo: group-normalised turn rewards added to the outcome advantage; ppo: added to "
+        "the turn's reward before GAE). 0: every turn of an episode gets the episode's advantage.")
+
+
+class PpoConfig(_Section):
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount between the turns of an episode.")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda: 1 is the Monte-Carlo return less the value, 0 the "
+                       "one-step TD error.")
+    value_coef: float = Field(0.1, gt=0, description="Weight of the value loss beside the policy loss (the value "
+                              "head shares the policy's layers).")
+    value_clip: float | None = Field(0.2, gt=0, description="Clip range of the value update around the rollout's "
+                                     "value (PPO's clipped value loss); None: no clipping.")
+    value_lr: float | None = Field(None, gt=0, description="Learning rate of the value head; None: trainer.lr.")
+    normalize_advantages: bool = Field(True, description="Whiten the advantages of a step over all its turns "
+                                       "(mean 0, std 1).")
 
 
 class CoresetConfig(_Section):
@@ -293,7 +320,7 @@ class DpoConfig(_Section):
 
 
 class TrainerConfig(_Section):
-    steps: int = Field(50, ge=0, description="RL steps (rollout + update) for grpo / online dpo.")
+    steps: int = Field(50, ge=0, description="RL steps (rollout + update) for grpo / ppo / online dpo.")
     lr: float = Field(1e-5, gt=0, description="Peak learning rate.")
     lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR schedule over steps.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
@@ -362,12 +389,16 @@ class AjetConfig(_Section):
     trainable_agents: list[str] | None = Field(None, description="Agents whose calls are trained. None: all.")
     task_reader: TaskReaderConfig = Field(default_factory=TaskReaderConfig, description="Task source.")
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="How episodes are scored.")
-    algorithm: AlgorithmName | list[AlgorithmName] = Field("grpo", description="One algorithm or a list of stages.")
+    algorithm: AlgorithmName | list[AlgorithmName] = Field(
+        "grpo", description="One algorithm or a list of stages: sft, grpo, ppo (a critic: a value head on the "
+        "policy, GAE over turns), dpo.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Episode sampling.")
     tracker: TrackerConfig = Field(default_factory=TrackerConfig, description="Merging of LLM calls into samples.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Inference engine.")
     gateway: GatewayConfig = Field(default_factory=GatewayConfig, description="The OpenAI-compatible gateway.")
-    grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="GRPO settings.")
+    grpo: GrpoConfig = Field(default_factory=GrpoConfig, description="GRPO settings; ppo's policy loss reads the "
+                             "clip ranges, beta, loss_agg, entropy_coef and turn_reward_weight from here too.")
+    ppo: PpoConfig = Field(default_factory=PpoConfig, description="PPO's critic and advantage settings.")
     sft: SftConfig = Field(default_factory=SftConfig, description="SFT settings.")
     dpo: DpoConfig = Field(default_factory=DpoConfig, description="DPO settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Optimisation settings.")
@@ -390,7 +421,7 @@ class AjetConfig(_Section):
     @classmethod
     def _stages_not_empty(cls, value: Any) -> Any:
         if isinstance(value, list) and not value:
-            raise ValueError("algorithm list is empty; name at least one of grpo, sft, dpo")
+            raise ValueError("algorithm list is empty; name at least one of grpo, ppo, sft, dpo")
         return value
 
     @model_validator(mode="after")

@@ -54,7 +54,8 @@ def checked_reward(value: object, source: str) -> tuple[Reward | None, str | Non
         reward = Reward.of(value)
     except Exception as exc:  # an int too large for a float
         return None, f"InvalidReward: {source} {str(value)[:80]!r}, not a number or ajet.Reward ({type(exc).__name__})"
-    values = {"total": reward.total, **reward.parts}
+    values = {"total": reward.total, **reward.parts,
+              **{f"turn_rewards[{i}]": v for i, v in enumerate(reward.turn_rewards or [])}}
     bad = {name: v for name, v in values.items() if not math.isfinite(v)}
     if bad:
         return None, f"NonFiniteReward: {source} a non-finite reward {bad}; rewards must be finite numbers"

@@ -148,7 +148,7 @@ def predicted_calls(output: WorkflowOutput) -> tuple[list[Call], int]:
                     raw.append(function)
     calls, malformed = [], 0
     for item in raw:
-        call = _to_call(item)
+        call = to_call(item)
         if call is None:
             malformed += 1
         else:
@@ -165,7 +165,7 @@ def expected_calls(task: Task, expected_key: str = "calls") -> list[Call] | None
         return None
     calls = []
     for item in answer:
-        call = _to_call(item)
+        call = to_call(item)
         if call is None:
             raise JudgeError(
                 f"task {task.task_id!r}: expected call {item!r} is not {{'name': str, 'arguments': dict}}"
@@ -237,7 +237,7 @@ def values_match(got: Any, want: Any, rel_tol: float = 1e-6) -> bool:
     return got == want
 
 
-def _to_call(item: Any) -> Call | None:
+def to_call(item: Any) -> Call | None:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
         return None
     arguments = item.get("arguments")

@@ -13,6 +13,11 @@ when a small model gets the tool right and one argument wrong; the parts say whi
 The total is their weighted mean (`weights`); the episode is a success when `final` and
 `arg_values` are both 1 (the right answer, reached with the right calls). A part is named after
 what it checks, not after seed 003's metric names (`function_call` keeps those).
+
+It also says which turn went wrong (`Reward.turn_rewards`, for turn-level credit): one reward per
+assistant message of `output.messages` (one per LLM call of a single-agent workflow), in order. A
+turn that calls tools gets the share of its calls that match a gold call not matched before (name
+and every argument value); a turn that answers in text gets `final`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from ajet.errors import JudgeError
 from ajet.judge.base import Judge, Reward
 from ajet.judge.exact_match import answer_text
 from ajet.judge.numbers import numbers_in, parse_number
-from ajet.judge.function_call import call_metrics, expected_calls, parse_failures, predicted_calls
+from ajet.judge.function_call import (
+    Call, call_metrics, expected_calls, parse_failures, predicted_calls, to_call, values_match,
+)
 from ajet.judge.registry import check_weights, parse_args
 from ajet.workflow import Task, WorkflowOutput
 
@@ -76,7 +83,32 @@ class ToolReferenceJudge(Judge):
             notes.append(f"the answer does not state {answer[self.args.final_key]!r}")
         total = sum(self.weights[k] * parts[k] for k in parts) / sum(self.weights.values())
         return Reward(total=total, parts=parts, feedback="; ".join(notes) or None,
-                      is_success=parts["final"] == 1 and parts["arg_values"] == 1)
+                      is_success=parts["final"] == 1 and parts["arg_values"] == 1,
+                      turn_rewards=turn_rewards(output.messages, gold, parts["final"], self.args.rel_tol) or None)
+
+
+def turn_rewards(messages: list[dict[str, Any]], gold: list[Call], final: float, rel_tol: float) -> list[float]:
+    """One reward per assistant message: the share of its tool calls that match a gold call not matched by
+    an earlier one (a malformed call matches nothing), or `final` for a message without tool calls."""
+    unmatched = list(gold)
+    out = []
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        raw = message.get("tool_calls") or []
+        if not raw:
+            out.append(float(final))
+            continue
+        hits = 0
+        for item in raw:
+            call = to_call(item.get("function", item) if isinstance(item, dict) else item)
+            match = next((g for g in unmatched if call is not None and g.name == call.name
+                          and values_match(call.arguments, g.arguments, rel_tol)), None)
+            if match is not None:
+                unmatched.remove(match)
+                hits += 1
+        out.append(hits / len(raw))
+    return out
 
 
 def name_f1(got: list[tuple[str, str]], want: list[tuple[str, str]]) -> float:

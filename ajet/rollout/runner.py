@@ -358,11 +358,14 @@ class RolloutRunner:
                 result.success = out.is_success
             else:
                 result.success = result.reward.total >= settings.success_threshold
+            turns = result.reward.turn_rewards
             result.samples, result.merge = build_samples(
                 result.calls, reward=result.reward.total, group_id=result.group_id,
                 episode_id=result.episode_id, task_id=result.task.task_id, repeat=result.repeat,
-                mode=settings.merge, decode=self.decode,
+                mode=settings.merge, decode=self.decode, turn_rewards=turns,
             )
+            if turns is not None:  # per-turn rewards that fit no sample's turns are dropped: say so
+                result.counters["turn_rewards_dropped"] = sum(s.turn_rewards is None for s in result.samples)
         else:  # no reward, no samples; the merge stats still count its calls
             result.merge = merge_calls([c for c in result.calls if c.trained], settings.merge, self.decode)[1]
         if self.writer is not None:

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ajet.samples import Sample
+from ajet.samples import Sample, trained_spans
 from ajet.tracker.timeline import LLMCall
 
 MergeMode = Literal["token", "text", "off"]
@@ -169,10 +169,17 @@ def build_samples(
     repeat: int = 0,
     mode: MergeMode = "token",
     decode=None,
+    turn_rewards: list[float] | None = None,
 ) -> tuple[list[Sample], MergeStats]:
-    """Samples of one episode, for its trained agents only; every sample carries the episode reward."""
+    """Samples of one episode, for its trained agents only; every sample carries the episode reward.
+
+    turn_rewards: one per trained call, in call order (`Reward.turn_rewards`); each sample gets those of the
+    calls merged into it, when it has exactly one trained span per call (else None: a call that generated
+    nothing, or a list of the wrong length, leaves the sample to its episode reward)."""
     trained = [c for c in calls if c.trained]
     timelines, stats = merge_calls(trained, mode, decode)
+    by_call = ({c.index: float(r) for c, r in zip(sorted(trained, key=lambda c: c.index), turn_rewards)}
+               if turn_rewards is not None and len(turn_rewards) == len(trained) else {})
     samples = [
         Sample(
             input_ids=t.tokens,
@@ -186,6 +193,7 @@ def build_samples(
             repeat=repeat,
             fork_reason=t.fork_reason,
             meta={"calls": t.calls},
+            turn_rewards=[by_call[c] for c in t.calls] if by_call and len(trained_spans(t.mask)) == len(t.calls) else None,
         )
         for t in timelines
     ]

@@ -29,7 +29,7 @@ so the budget stays an upper bound of what a micro-batch runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -46,9 +46,10 @@ class MicroBatch:
     attention_mask: torch.Tensor  # (B, T) long, 1 on real tokens
     loss_mask: torch.Tensor  # (B, T) float32, 1 on trained tokens (never on padding or position 0)
     old_logprobs: torch.Tensor  # (B, T) float32, engine logprobs on trained tokens, 0 elsewhere
-    advantages: torch.Tensor  # (B,) float32, one per row (0 when none were given)
+    advantages: torch.Tensor  # (B,) float32, one per row (0 when none were given, or given per token)
     indices: list[int]  # row -> index into the packed sample list
     lengths: list[int]  # real (possibly truncated) length of each row
+    token_values: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (B, T) float32, 0 on padding
 
     @property
     def rows(self) -> int:
@@ -76,6 +77,7 @@ class MicroBatch:
             advantages=self.advantages.to(device),
             indices=self.indices,
             lengths=self.lengths,
+            token_values={k: v.to(device) for k, v in self.token_values.items()},
         )
 
 
@@ -104,16 +106,20 @@ def pack_micro_batches(
     samples: Sequence[Sample],
     micro_batch_tokens: int,
     *,
-    advantages: Sequence[float] | None = None,
+    advantages: Sequence[float | Sequence[float]] | None = None,
     pad_token_id: int = 0,
     max_length: int | None = None,
     shared_prefix: int = MIN_SHARED_PREFIX,
+    token_values: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> BatchPlan:
     """Group `samples` into right-padded micro-batches of at most `micro_batch_tokens` tokens: rows ×
     longest row, less (rows − 1) × the prefix all rows share when it is at least `shared_prefix`
     tokens long (it runs once; 0: never counted once).
 
-    advantages: one per sample (GRPO); None gives zeros (SFT ignores them).
+    advantages: one per sample (GRPO), a number or one per token (turn-level credit, PPO: then they go to
+    `token_values["advantages"]`); None gives zeros (SFT ignores them).
+    token_values: name -> one list per sample, one value per token (PPO's returns and old values), packed
+    into `MicroBatch.token_values[name]` (B, T) alongside the tokens (cut with them).
     Indices in the plan refer to positions in `samples`.
     """
     if micro_batch_tokens < 1:
@@ -122,6 +128,14 @@ def pack_micro_batches(
         raise ValueError(f"{len(samples)} samples but {len(advantages)} advantages")
     if max_length is not None and max_length < 2:
         raise ValueError(f"max_length must be >= 2 (one context token and one trained token), got {max_length}")
+    token_values = dict(token_values or {})
+    if advantages is not None and any(isinstance(a, Sequence) for a in advantages):
+        token_values["advantages"] = [a if isinstance(a, Sequence) else [float(a)] * len(s.input_ids)
+                                      for a, s in zip(advantages, samples)]
+        advantages = [0.0] * len(samples)
+    for name, per_sample in token_values.items():
+        if len(per_sample) != len(samples) or any(len(v) != len(s.input_ids) for v, s in zip(per_sample, samples)):
+            raise ValueError(f"token_values[{name!r}] must hold one value per token of each sample")
 
     rows: list[tuple[int, list[int], list[float], list[float]]] = []  # (index, ids, mask, old)
     plan = BatchPlan(micro_batches=[], trained_tokens=0, sequences=0)
@@ -149,7 +163,7 @@ def pack_micro_batches(
         if group:
             joined = min(common, len(os.path.commonprefix([group[0][1][:common], row[1][:common]])))
             if _cost(width, len(group) + 1, joined, shared_prefix) > micro_batch_tokens:
-                plan.micro_batches.append(_pad(group, advantages, pad_token_id))
+                plan.micro_batches.append(_pad(group, advantages, pad_token_id, token_values))
                 group, joined = [], len(row[1])
         else:
             joined = len(row[1])
@@ -158,7 +172,7 @@ def pack_micro_batches(
         if len(group) == 1 and len(row[1]) > micro_batch_tokens:
             plan.oversize.append(row[0])
     if group:
-        plan.micro_batches.append(_pad(group, advantages, pad_token_id))
+        plan.micro_batches.append(_pad(group, advantages, pad_token_id, token_values))
     return plan
 
 
@@ -170,7 +184,8 @@ def _cost(width: int, rows: int, common: int, shared_prefix: int) -> int:
     return common + rows * (width - common)
 
 
-def _pad(group, advantages: Sequence[float] | None, pad_token_id: int) -> MicroBatch:
+def _pad(group, advantages: Sequence[float] | None, pad_token_id: int,
+         token_values: Mapping[str, Sequence[Sequence[float]]]) -> MicroBatch:
     width = max(len(r[1]) for r in group)
     n = len(group)
     input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)  # (B, T)
@@ -178,6 +193,7 @@ def _pad(group, advantages: Sequence[float] | None, pad_token_id: int) -> MicroB
     loss_mask = torch.zeros((n, width), dtype=torch.float32)  # (B, T)
     old = torch.zeros((n, width), dtype=torch.float32)  # (B, T)
     adv = torch.zeros((n,), dtype=torch.float32)  # (B,)
+    extra = {name: torch.zeros((n, width), dtype=torch.float32) for name in token_values}  # (B, T) each
     for r, (i, ids, mask, old_lp) in enumerate(group):
         length = len(ids)
         input_ids[r, :length] = torch.tensor(ids, dtype=torch.long)
@@ -186,6 +202,8 @@ def _pad(group, advantages: Sequence[float] | None, pad_token_id: int) -> MicroB
         old[r, :length] = torch.tensor(old_lp, dtype=torch.float32) * loss_mask[r, :length]
         if advantages is not None:
             adv[r] = float(advantages[i])
+        for name, per_sample in token_values.items():
+            extra[name][r, :length] = torch.tensor(per_sample[i][:length], dtype=torch.float32)
     return MicroBatch(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -194,6 +212,7 @@ def _pad(group, advantages: Sequence[float] | None, pad_token_id: int) -> MicroB
         advantages=adv,
         indices=[r[0] for r in group],
         lengths=[len(r[1]) for r in group],
+        token_values=extra,
     )
 
 

@@ -5,6 +5,7 @@ Layout of `run_dir/checkpoints/step-000003/`:
     adapter/        peft adapter (adapter_config.json, adapter_model.safetensors)   under LoRA
     model/          full HF model folder (config, safetensors)                       under full fine-tuning
     tokenizer/      tokenizer files and chat_template.jinja (the template the gateway rendered with)
+    value_head.safetensors   PPO's critic (`policy.value_head`), when the policy has one
     optimizer.pt    optimizer.state_dict()
     scheduler.pt    scheduler.state_dict() (absent when there was no scheduler)
     rng.pt          python, numpy, torch (and CUDA) RNG states
@@ -105,7 +106,14 @@ def save_checkpoint(
     return final
 
 
+VALUE_HEAD = "value_head.safetensors"
+
+
 def _write_weights(folder: Path, policy: Policy) -> None:
+    if policy.value_head is not None:
+        from safetensors.torch import save_file
+
+        save_file({k: v.detach().contiguous() for k, v in policy.value_head.state_dict().items()}, folder / VALUE_HEAD)
     if policy.is_lora:
         policy.model.save_pretrained(folder / "adapter", safe_serialization=True)
     else:
@@ -295,6 +303,9 @@ def load_checkpoint(
 def _load_weights(path: Path, policy: Policy) -> None:
     from safetensors.torch import load_file
 
+    # a checkpoint of an earlier stage has no critic: the policy keeps its fresh one
+    if policy.value_head is not None and (path / VALUE_HEAD).is_file():
+        policy.value_head.load_state_dict(load_file(path / VALUE_HEAD, device=str(policy.device)))
     if policy.is_lora:
         from peft import set_peft_model_state_dict
 

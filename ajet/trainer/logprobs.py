@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from ajet.algorithm.losses import token_entropy
 from ajet.trainer.policy import unwrap_causal_lm
 
 if TYPE_CHECKING:
@@ -189,6 +191,15 @@ def _hidden_states(decoder: nn.Module, input_ids: torch.Tensor, attention_mask: 
     return torch.cat([h.expand(rows, -1, -1) for h in heads] + [rest.last_hidden_state], dim=1)  # (B, T, H)
 
 
+@dataclass
+class TokenOutputs:
+    """What one forward pass gives the RL losses. All (B, T) float32."""
+
+    logprobs: torch.Tensor  # log p of each trained token, 0.0 elsewhere
+    entropy: torch.Tensor | None = None  # entropy of the distribution each trained token was drawn from
+    values: torch.Tensor | None = None  # the value head at every position (PPO's critic)
+
+
 def token_logprobs(
     model: nn.Module,
     input_ids: torch.Tensor,
@@ -207,6 +218,24 @@ def token_logprobs(
     the result is the same.
     prefix: the mini-batch's shared prefix, already run (`PrefixPass`); not with `trunk`.
     """
+    return token_outputs(model, input_ids, attention_mask, loss_mask, min_shared_prefix=min_shared_prefix,
+                         trunk=trunk, prefix=prefix).logprobs
+
+
+def token_outputs(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    entropy: bool = False,
+    value_head: nn.Module | None = None,
+    min_shared_prefix: int = MIN_SHARED_PREFIX,
+    trunk: TrunkCache | None = None,
+    prefix: PrefixPass | None = None,
+) -> TokenOutputs:
+    """`token_logprobs`, and from the same pass the entropy at trained positions (`entropy=True`) and the
+    value head's output at every position (`value_head`: a module mapping (..., H) to (..., 1))."""
     decoder, head, softcap = _decoder_and_head(model)
     if trunk is not None and prefix is not None:
         raise ValueError("token_logprobs takes a trunk cache or a prefix pass, not both")
@@ -222,9 +251,15 @@ def token_logprobs(
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
     targets = input_ids[rows, cols]  # (N,)
-    lp = logits.log_softmax(dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N,)
-    result = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
-    return result.index_put((rows, cols), lp)
+    all_lp = logits.log_softmax(dim=-1)  # (N, V)
+    lp = all_lp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N,)
+    zeros = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)  # (B, T)
+    out = TokenOutputs(zeros.index_put((rows, cols), lp))
+    if entropy:
+        out.entropy = zeros.index_put((rows, cols), token_entropy(all_lp))  # (B, T)
+    if value_head is not None:
+        out.values = value_head(hidden).squeeze(-1).float()  # (B, T)
+    return out
 
 
 def full_token_logprobs(

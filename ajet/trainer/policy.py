@@ -56,6 +56,7 @@ class Policy:
     chat_template: str | None = None
     reference_model: nn.Module | None = field(default=None, repr=False)
     autocast_dtype: torch.dtype | None = None  # run forward/backward under torch.autocast to this dtype
+    value_head: nn.Module | None = field(default=None, repr=False)  # PPO's critic (ajet.trainer.value); saved in checkpoints
     _trunk: TrunkCache | None = field(default=None, repr=False)
 
     @property
@@ -86,6 +87,7 @@ class Policy:
         return self._trunk if self._trunk.usable else None
 
     def trainable_parameters(self) -> list[nn.Parameter]:
+        """The model's trained weights (LoRA adapters, or all); the value head's are apart (`value_head`)."""
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def num_parameters(self) -> tuple[int, int]:

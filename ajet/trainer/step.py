@@ -17,6 +17,10 @@ of the step) is logged as `logprob_gap`: near 0 for the in-process engine, large
 remote engine. `old_logprobs='recompute'` first runs a no-grad pass of the trainer over all samples
 and uses those (verl's choice; costs one extra forward), still logging the gap to the engine.
 
+PPO (`algo='ppo'`) trains the policy with the same clipped surrogate on per-token advantages (GAE over
+turns, `ajet.algorithm.ppo`) and the value head (`policy.value_head`) with the clipped value loss, in
+the same forward pass: loss = policy loss + ppo.value_coef x value loss.
+
 The model is put in train() mode for the updates and back in eval() for the engine that shares it.
 """
 
@@ -30,15 +34,16 @@ from typing import Literal
 import torch
 
 from ajet.algorithm.losses import grpo_loss, sft_loss
-from ajet.config.schema import GrpoConfig, TrainerConfig
+from ajet.algorithm.ppo import PpoTargets, value_loss
+from ajet.config.schema import GrpoConfig, PpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
-from ajet.trainer.logprobs import PrefixPass, token_logprobs
+from ajet.trainer.logprobs import PrefixPass, token_logprobs, token_outputs
 from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
 from ajet.trainer.trunk import TrunkCache
 
-Algo = Literal["grpo", "sft"]
+Algo = Literal["grpo", "sft", "ppo"]
 OldLogprobs = Literal["engine", "recompute"]
 
 
@@ -52,6 +57,8 @@ class _Stats:
     nonfinite_tail: int = 0  # of those, how many in a row at the end
     weighted: dict[str, float] = field(default_factory=dict)  # stat * tokens
     stat_tokens: float = 0.0
+    value_weighted: dict[str, float] = field(default_factory=dict)  # PPO critic stat * value positions
+    value_positions: float = 0.0
     gap_sum: float = 0.0
     gap_max: float = 0.0
     gap_tokens: float = 0.0
@@ -69,6 +76,13 @@ class _Stats:
         self.gap_max = max(self.gap_max, float(diff.max()) if diff.numel() else 0.0)
         self.gap_tokens += float(mask.sum())
 
+    def add_value_stats(self, stats: dict[str, float]) -> None:
+        """PPO's critic stats, weighted by value positions (one per turn)."""
+        n = stats.pop("value_positions", 0.0)
+        for key, value in stats.items():
+            self.value_weighted[key] = self.value_weighted.get(key, 0.0) + value * n
+        self.value_positions += n
+
     def add_loss_stats(self, stats: dict[str, float]) -> None:
         n = stats.get("tokens", 0.0)
         for key, value in stats.items():
@@ -84,7 +98,7 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     samples: Sequence[Sample],
-    advantages: Sequence[float] | None,
+    advantages: Sequence[float | Sequence[float]] | None,
     cfg: TrainerConfig,
     *,
     algo: Algo = "grpo",
@@ -92,11 +106,16 @@ def train_step(
     old_logprobs: OldLogprobs = "engine",
     autocast_dtype: torch.dtype | None = None,
     max_length: int | None = None,
+    ppo: PpoConfig | None = None,
+    ppo_targets: Sequence[PpoTargets] | None = None,
 ) -> dict[str, float]:
     """Run `cfg.updates_per_step` optimizer updates on `samples`; step the scheduler once.
 
-    advantages: one per sample for GRPO (see `ajet.algorithm.group_advantages`); ignored by SFT.
-    grpo: clip ranges, KL beta and loss aggregation (defaults: GrpoConfig()).
+    advantages: one per sample for GRPO (see `ajet.algorithm.group_advantages`), a number or one per token
+    (turn-level credit, `ajet.algorithm.turns`); ignored by SFT and PPO.
+    grpo: clip ranges, KL beta, loss aggregation and entropy bonus (defaults: GrpoConfig()).
+    ppo, ppo_targets: PPO's settings and one `PpoTargets` per sample (`ajet.algorithm.ppo.ppo_targets`);
+    the policy needs its value head (`ajet.trainer.value.attach_value_head`).
     autocast_dtype: e.g. torch.bfloat16 to run forward/backward under autocast (weights stay as loaded);
     None: `policy.autocast_dtype` (set by load_policy(autocast=...)).
     max_length: cut samples to this many tokens (counted in `truncated`); None keeps them whole.
@@ -104,21 +123,31 @@ def train_step(
     the applied ones), see `ajet.trainer.optim.apply_update`.
     Returns plain floats: loss, grad_norm, lr, tokens, tokens_per_s, clip_fraction, kl, logprob_gap...
     """
-    if algo not in ("grpo", "sft"):
-        raise ValueError(f"train_step algo must be 'grpo' or 'sft', got {algo!r}")
+    if algo not in ("grpo", "sft", "ppo"):
+        raise ValueError(f"train_step algo must be 'grpo', 'ppo' or 'sft', got {algo!r}")
     if algo == "grpo" and (advantages is None or len(advantages) != len(samples)):
         raise ValueError(f"grpo needs one advantage per sample: {len(samples)} samples, advantages={advantages!r:.60}")
+    token_values = None
+    if algo == "ppo":
+        if ppo_targets is None or len(ppo_targets) != len(samples) or policy.value_head is None:
+            raise ValueError("ppo needs the policy's value head and one PpoTargets per sample")
+        advantages = [t.advantages for t in ppo_targets]
+        token_values = {name: [getattr(t, name) for t in ppo_targets] for name in ("returns", "old_values", "value_mask")}
     grpo = grpo or GrpoConfig()
+    ppo = ppo or PpoConfig()
     start = time.perf_counter()
     lr = float(optimizer.param_groups[0]["lr"])
     stats = _Stats()
     samples = list(samples)
-    measure_gap_first = algo == "grpo"
-    if algo == "grpo" and old_logprobs == "recompute":
+    rl = algo != "sft"
+    measure_gap_first = rl
+    if rl and old_logprobs == "recompute":
         samples = _recompute_old_logprobs(policy, samples, cfg, stats, autocast_dtype, max_length)
         measure_gap_first = False
 
     params = policy.trainable_parameters()
+    if algo == "ppo":
+        params = params + list(policy.value_head.parameters())
     # SFT rows come back every epoch: the frozen layers' output of a row is kept after its first visit
     trunk = policy.trunk_cache(cfg.trunk_cache_mb) if algo == "sft" else None
     with training_call(policy.model, optimizer, scheduler):
@@ -126,9 +155,10 @@ def train_step(
             plan = pack_micro_batches(
                 [samples[i] for i in idx],
                 cfg.micro_batch_tokens,
-                advantages=[advantages[i] for i in idx] if algo == "grpo" else None,
+                advantages=[advantages[i] for i in idx] if rl else None,
                 pad_token_id=policy.tokenizer.pad_token_id or 0,
                 max_length=max_length,
+                token_values={k: [v[i] for i in idx] for k, v in token_values.items()} if token_values else None,
             )
             _count_plan(stats, plan, idx)
             if not plan.micro_batches:
@@ -136,9 +166,11 @@ def train_step(
             micro_batches = [mb.to(policy.device) for mb in plan.micro_batches]
             prefix = _prefix_pass(policy, micro_batches, autocast_dtype) if trunk is None else None
             loss = 0.0
+            value_positions = sum(float(mb.token_values["value_mask"].sum()) for mb in micro_batches) if token_values else 0.0
             for mb in micro_batches:
                 loss += _micro_step(policy, mb, plan, algo, grpo, autocast_dtype, stats,
-                                    measure_gap=measure_gap_first and update == 0, trunk=trunk, prefix=prefix)
+                                    measure_gap=measure_gap_first and update == 0, trunk=trunk, prefix=prefix,
+                                    ppo=ppo, value_positions=value_positions)
             if prefix is not None:
                 prefix.backward()
             norm, applied = apply_update(optimizer, params, cfg.grad_clip, loss)
@@ -160,25 +192,35 @@ def _micro_step(
     measure_gap: bool,
     trunk: TrunkCache | None = None,
     prefix: PrefixPass | None = None,
+    ppo: PpoConfig | None = None,
+    value_positions: float = 0.0,
 ) -> float:
     """Forward + backward of one micro-batch; returns its share of the mini-batch loss."""
     ref = None
-    if algo == "grpo" and grpo.beta > 0:
+    if algo != "sft" and grpo.beta > 0:
         with torch.no_grad(), policy.autocast(autocast_dtype), policy.base_model_context() as base:
             ref = token_logprobs(base, mb.input_ids, mb.attention_mask, mb.loss_mask)  # (B, T)
     with policy.autocast(autocast_dtype):
-        logprobs = token_logprobs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, trunk=trunk,
-                                  prefix=prefix)  # (B, T)
+        out = token_outputs(policy.model, mb.input_ids, mb.attention_mask, mb.loss_mask, trunk=trunk, prefix=prefix,
+                            entropy=algo != "sft" and grpo.entropy_coef > 0,
+                            value_head=policy.value_head if algo == "ppo" else None)  # (B, T) each
+    logprobs = out.logprobs
     if algo == "sft":
         loss = sft_loss(logprobs, mb.loss_mask, normalizer=plan.trained_tokens)
         loss_stats = {"tokens": float(mb.loss_mask.sum())}
     else:
         normalizer = plan.trained_tokens if grpo.loss_agg == "token" else plan.sequences
         loss, loss_stats = grpo_loss(
-            logprobs, mb.old_logprobs, mb.advantages, mb.loss_mask,
+            logprobs, mb.old_logprobs, mb.token_values.get("advantages", mb.advantages), mb.loss_mask,
             epsilon=grpo.epsilon, epsilon_high=grpo.epsilon_high, ref_logprobs=ref, beta=grpo.beta,
-            agg=grpo.loss_agg, normalizer=normalizer,
+            agg=grpo.loss_agg, normalizer=normalizer, entropy=out.entropy, entropy_coef=grpo.entropy_coef,
         )
+        if algo == "ppo":
+            v = mb.token_values
+            v_loss, v_stats = value_loss(out.values, v["old_values"], v["returns"], v["value_mask"],
+                                         clip=ppo.value_clip, normalizer=value_positions)
+            loss = loss + ppo.value_coef * v_loss
+            stats.add_value_stats(v_stats)
         if measure_gap:
             stats.add_gap(logprobs, mb.old_logprobs, mb.loss_mask)
     loss.backward()
@@ -254,6 +296,8 @@ def _summary(stats: _Stats, lr: float, elapsed: float) -> dict[str, float]:
     }
     for key, value in stats.weighted.items():
         out[key] = value if key == "ratio_max" else value / max(stats.stat_tokens, 1.0)
+    for key, value in stats.value_weighted.items():
+        out[key] = value / max(stats.value_positions, 1.0)
     if stats.gap_tokens:
         out["logprob_gap"] = stats.gap_sum / stats.gap_tokens
         out["logprob_gap_max"] = stats.gap_max

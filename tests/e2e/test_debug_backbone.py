@@ -237,3 +237,53 @@ def test_sigterm_and_sigint_stop_a_training_run(tmp_path, cpu_load):
         assert "Traceback" not in log, log[-3000:]
         steps = [r["step"] for r in metrics(out)] if (out / "metrics.jsonl").is_file() else []
         assert steps == list(range(1, len(steps) + 1)) and len(steps) < 200
+
+
+def _two_turn_config(tmp_path: Path, *overrides: str):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": f"t{i}", "query": f"Say something about {i}."}) + "\n"
+                             for i in range(4)))
+    conf = tmp_path / "two_turn.yaml"
+    conf.write_text(f"""ajet:
+  model: {{path: tiny-random}}
+  workflow: {Path(__file__).parent / 'two_turn_workflow.py'}:TwoTurnChat
+  task_reader: {{type: jsonl, train: {tasks}, val: {tasks}}}
+  rollout: {{group_size: 2, batch_tasks: 2, max_turns: 2, max_tokens_per_turn: 6}}
+  trainer: {{steps: 2, save_every: 1, lr: 1.0e-3}}
+""")
+    return load_config(conf, [f"output_dir={tmp_path / 'run'}", *overrides])
+
+
+def test_ppo_trains_the_policy_and_its_value_head(tmp_path):
+    run(_two_turn_config(tmp_path, "algorithm=ppo", "grpo.turn_reward_weight=0.5", "ppo.value_lr=0.01"))
+    run_dir = tmp_path / "run"
+    rows = metrics(run_dir)
+    assert [(r["step"], r["stage"]) for r in rows] == [(1, "ppo"), (2, "ppo")]
+    # 4 episodes of one two-turn sample each: every sample trains, every turn is valued
+    assert all(r["trained_samples"] == 4 and r["turns_trained"] == 8.0 and r["value_loss"] > 0 for r in rows)
+    assert rows[0]["value_mean"] == 0.0 and rows[1]["value_mean"] != 0.0  # the critic starts at zero and learns
+    heads = [load_file(run_dir / "checkpoints" / f"step-{s:06d}" / "value_head.safetensors") for s in (1, 2)]
+    assert heads[0]["linear.weight"].abs().sum() > 0
+    assert not torch.equal(heads[0]["linear.weight"], heads[1]["linear.weight"])
+    first, last = adapter(run_dir, 1), adapter(run_dir, 2)
+    assert any(not torch.equal(first[k], last[k]) for k in first if "lora_B" in k)
+
+
+def test_grpo_turn_credit_trains_groups_whose_episodes_tied(tmp_path):
+    # the first rollout's two groups score 0.5 in every episode (one of two turns right): no signal by outcome,
+    # but the turns differ, so turn-level credit trains all four samples (LOO baseline and entropy bonus on)
+    run(_two_turn_config(tmp_path, "algorithm=grpo", "grpo.turn_reward_weight=1.0", "grpo.baseline=leave_one_out",
+                         "grpo.entropy_coef=0.01", "trainer.steps=1"))
+    row = metrics(tmp_path / "run")[0]
+    assert row["groups/informative_groups"] == 0 and row["groups/zero_variance_groups"] == 2
+    assert row["turn_credit_samples"] == 4 and row["trained_samples"] == 4 and row["entropy"] > 0
+
+
+def test_dynamic_sampling_rolls_out_more_tasks_until_groups_have_a_signal(tmp_path):
+    run(_two_turn_config(tmp_path, "algorithm=grpo", "grpo.dynamic_sampling_rounds=2", "trainer.steps=1"))
+    row = metrics(tmp_path / "run")[0]
+    # round 0: both groups tie (see above) -> a second rollout of 2 new tasks, whose groups differ
+    assert row["dynamic_sampling_rounds"] == 1 and row["episodes"] == 8
+    assert row["groups/informative_groups"] == 2 and row["trained_samples"] == 4
+    logged = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert sorted(r["group_id"].endswith("~1") for r in logged if r["trained"]) == [True] * 4

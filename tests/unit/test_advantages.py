@@ -27,6 +27,22 @@ def test_unscaled_is_centred_only():
     assert adv == pytest.approx([0.5, 1.0, -0.5, -1.0])
 
 
+def test_leave_one_out_baseline():
+    # group a: 1, 0, 0 -> each baseline is the mean of the other two: 1 - 0 = 1, 0 - 1/2, 0 - 1/2
+    # (= (r - 1/3) * 3/2: 1, -1/2, -1/2). Unscaled (RLOO):
+    adv, stats = group_advantages([1.0, 0.0, 0.0], ["a", "a", "a"], scale=False, baseline="leave_one_out")
+    assert adv == pytest.approx([1.0, -0.5, -0.5]) and stats.informative_groups == 1
+    # scaled: divided by the group's population std sqrt(2)/3 -> 3/sqrt2, -1.5/sqrt2, -1.5/sqrt2
+    adv, _ = group_advantages([1.0, 0.0, 0.0], ["a", "a", "a"], eps=0.0, baseline="leave_one_out")
+    s2 = math.sqrt(2)
+    assert adv == pytest.approx([3 / s2, -1.5 / s2, -1.5 / s2])
+    # zero-variance groups stay skipped whatever the baseline
+    adv, stats = group_advantages([1.0, 1.0], ["b", "b"], baseline="leave_one_out")
+    assert adv == [0.0, 0.0] and stats.skip == [0, 1]
+    with pytest.raises(ValueError, match="baseline"):
+        group_advantages([1.0, 0.0], ["a", "a"], baseline="median")
+
+
 def test_eps_in_denominator():
     # rewards 1, 0: (1 - 0.5) / (0.5 + 0.4) = 0.5 / 0.9 with eps = 0.4 (the std 0.5 > eps, so not skipped)
     adv, _ = group_advantages([1.0, 0.0], ["g", "g"], eps=0.4)

@@ -136,13 +136,16 @@ async def test_concurrent_episodes_do_not_see_each_others_state(llm):
 
 def test_make_data_reproduces_the_shipped_files_and_the_references_score_full_marks(tmp_path):
     counts = build_data(tmp_path)
-    assert counts == {"train": 45, "val": 18, "sft": 45}
+    assert counts == {"train": 45, "val": 18, "heldout": 128, "sft": 45}
     for name in counts:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
     train = [json.loads(line) for line in (FOLDER / "train.jsonl").read_text().splitlines()]
     val = [json.loads(line) for line in (FOLDER / "val.jsonl").read_text().splitlines()]
+    held = [json.loads(line) for line in (FOLDER / "heldout.jsonl").read_text().splitlines()]
     assert not {t["query"] for t in train} & {t["query"] for t in val}
-    for row in train + val:
+    calls = lambda rows: {json.dumps(r["answer"]["calls"], sort_keys=True) for r in rows}  # noqa: E731
+    assert len(calls(held)) == 128 and not calls(held) & (calls(train) | calls(val))
+    for row in train + val + held:
         world = World()
         for call in row["answer"]["calls"]:
             assert "result" in world.call(call["name"], call["arguments"])[1]

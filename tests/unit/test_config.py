@@ -164,11 +164,11 @@ def error_of(conf: Path | None, overrides: list[str], backbone: str | None = Non
          "invalid config: ajet.rollout.group_size.x (from the command line): unknown key; this value takes no keys"),
         (["tracker.merge=tokens"],
          "invalid config: ajet.tracker.merge = 'tokens' (from the command line): expected 'token', 'text' or 'off'"),
-        (["algorithm=ppo"],
-         "invalid config: ajet.algorithm = 'ppo' (from the command line): "
-         "expected 'grpo', 'sft' or 'dpo'; or a valid list"),
-        (["algorithm=[grpo,ppo]"],
-         "invalid config: ajet.algorithm.1 = 'ppo' (from the command line): expected 'grpo', 'sft' or 'dpo'"),
+        (["algorithm=a2c"],
+         "invalid config: ajet.algorithm = 'a2c' (from the command line): "
+         "expected 'grpo', 'sft', 'dpo' or 'ppo'; or a valid list"),
+        (["algorithm=[grpo,a2c]"],
+         "invalid config: ajet.algorithm.1 = 'a2c' (from the command line): expected 'grpo', 'sft', 'dpo' or 'ppo'"),
         (["model.lora.target_modules=5"],
          "invalid config: ajet.model.lora.target_modules = 5 (from the command line): "
          "expected a valid list; or 'all-linear'"),

@@ -105,6 +105,25 @@ async def test_judge_scores(judge, answer, total, success):
     assert reward.parts["solved"] == float(success)
 
 
+@pytest.mark.parametrize("answer, total, success", [
+    ("<answer>3 + 5</answer>", 1.0, True),             # two of the three numbers reach 8
+    ("<answer>(3 + 5) * 4</answer>", 0.1, False),      # all three, well formed, 32
+    ("<answer>3 + 3</answer>", 0.0, False),            # 3 used twice
+    ("<answer>8</answer>", 0.0, False),                # a single number is not an expression of the numbers
+])
+async def test_judge_at_most_once_rule(answer, total, success):
+    judge = build_judge({"type": "judge.py:CountdownJudge", "args": {"use_all": False}}, FOLDER)
+    reward = await judge.score(task([3, 5, 4], 8), WorkflowOutput(answer=answer))
+    assert (reward.total, reward.is_success) == (total, success)
+
+
+def test_solve_at_most_once_prefers_fewer_numbers():
+    assert countdown.solve([3, 5, 4], 8, use_all=False) == "3 + 5"
+    assert countdown.solve([3, 5, 4], 32, use_all=False) == "(3 + 5) * 4"
+    assert countdown.solve([3, 5, 4], 8) == "(5 - 3) * 4"  # the exactly-once rule needs all three
+    assert countdown.verify("3 + 5", [3, 5, 4], 8) == (False, "uses [3, 5], not each of [3, 4, 5] once")
+
+
 async def test_judge_scores_a_non_text_answer_zero(judge):
     reward = await judge.score(task([3, 5, 4], 32), WorkflowOutput(answer={"expr": "(3 + 5) * 4"}))
     assert reward.total == 0.0 and reward.feedback == "no <answer>...</answer>"
@@ -122,18 +141,26 @@ def test_make_data_reproduces_the_shipped_files(tmp_path):
     run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=FOLDER,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    for name in ["train.jsonl", "val.jsonl", "sft.jsonl"]:
+    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl"]:
         assert (tmp_path / name).read_bytes() == (FOLDER / name).read_bytes(), name
 
 
 def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
-    rows = {n: [json.loads(x) for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in ["train", "val", "sft"]}
-    assert (len(rows["train"]), len(rows["val"]), len(rows["sft"])) == (96, 32, 96)
+    splits = ["train", "val", "heldout", "sft"]
+    rows = {n: [json.loads(x) for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in splits}
+    assert [len(rows[n]) for n in splits] == [96, 32, 128, 96]
     key = lambda r: (tuple(sorted(r["metadata"]["numbers"])), r["answer"])  # noqa: E731
-    assert not {key(r) for r in rows["train"]} & {key(r) for r in rows["val"]}
-    for row in rows["train"] + rows["val"]:
-        m = row["metadata"]
-        assert row["answer"] == m["target"] and countdown.verify(m["solution"], m["numbers"], m["target"]) == (True, "solved")
+    keys = [{key(r) for r in rows[n]} for n in ("train", "val", "heldout")]
+    assert sum(map(len, keys)) == len(set().union(*keys))  # no puzzle in two splits
+    for split in ("train", "val", "heldout"):
+        # half the targets take one operation, half two (and no fewer): sized for the 135M model
+        assert sum(r["metadata"]["ops"] == 1 for r in rows[split]) == len(rows[split]) // 2
+        for row in rows[split]:
+            m = row["metadata"]
+            assert row["answer"] == m["target"] and 1 <= m["target"] <= 50
+            assert countdown.verify(m["solution"], m["numbers"], m["target"], use_all=False) == (True, "solved")
+            assert len(countdown.parse(m["solution"])[1]) == m["ops"] + 1
+            assert countdown.solve(m["numbers"], m["target"], use_all=False) == m["solution"]
     for row, demo in zip(rows["train"], rows["sft"]):
         assert demo["messages"] == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["query"]},
                                     {"role": "assistant", "content": f"<answer>{row['metadata']['solution']}</answer>"}]

@@ -91,8 +91,12 @@ def test_make_data_reproduces_the_shipped_files(tmp_path):
     run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=FOLDER,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    for name in ["train.jsonl", "val.jsonl", "sft.jsonl"]:
+    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl"]:
         assert (tmp_path / name).read_bytes() == (FOLDER / name).read_bytes(), name
+    held = [tuple(json.loads(x)["metadata"]["map"]) for x in (FOLDER / "heldout.jsonl").read_text().splitlines()]
+    seen = {tuple(json.loads(x)["metadata"]["map"]) for n in ("train", "val")
+            for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()}
+    assert len(held) == len(set(held)) == 128 and not set(held) & seen
 
 
 def test_every_demonstration_replays_to_the_goal():

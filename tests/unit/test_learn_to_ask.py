@@ -63,11 +63,14 @@ def test_rule_score_by_hand() -> None:
 
 def test_shipped_data_is_what_the_script_makes_and_demonstrations_score_full(tmp_path: Path) -> None:
     build(tmp_path)
-    for name in ("train", "val", "sft"):
+    names = ("train", "val", "heldout", "sft")
+    for name in names:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
-    rows = {n: [json.loads(line) for line in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in ("train", "val", "sft")}
-    assert len(rows["train"]) == 64 and len(rows["val"]) == 32 and len(rows["sft"]) == 64
-    assert not {r["query"] + json.dumps(r["answer"]) for r in rows["train"]} & {r["query"] + json.dumps(r["answer"]) for r in rows["val"]}
+    rows = {n: [json.loads(line) for line in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in names}
+    assert [len(rows[n]) for n in names] == [64, 32, 128, 64]
+    case = lambda r: r["query"] + json.dumps(r["answer"])  # noqa: E731
+    keys = [{case(r) for r in rows[n]} for n in ("train", "val", "heldout")]
+    assert sum(map(len, keys)) == len(set().union(*keys)) == 224  # no case twice, in a split or across them
     for case, demo in zip(rows["train"], rows["sft"]):
         assert set(case["answer"]["facts"]) <= set(consult.TOPICS)
         score = consult.score_consultation(demo["messages"], case["answer"]["facts"])

@@ -128,6 +128,14 @@ def test_grpo_asked_of_llamafactory_names_the_backbones_that_train_it() -> None:
                                "(it trains sft, dpo); use --backbone=debug or --backbone=swift")
 
 
+def test_ppo_asked_of_llamafactory_says_why_its_own_ppo_is_not_used() -> None:
+    cfg = load_config(TOOL_YAML, ["model.path=tiny-random", "algorithm=ppo"], backbone="llamafactory")
+    with pytest.raises(ConfigError, match=r"\(it trains sft, dpo\): LLaMA-Factory's PPO \(stage ppo\) scores "
+                                          r"single-turn completions with a reward-model checkpoint, so it cannot run "
+                                          r"your workflow and judge; use --backbone=debug$"):
+        run_backbone(cfg)
+
+
 def test_registry_record_and_conf_file_list_the_real_keys() -> None:
     backbone = get("llamafactory")
     assert backbone.algorithms == ("sft", "dpo") and backbone.setup and backbone.export

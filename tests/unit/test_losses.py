@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from ajet.algorithm.losses import dpo_loss, grpo_loss, kl_k3, sft_loss
+from ajet.algorithm.losses import dpo_loss, grpo_loss, kl_k3, sft_loss, token_entropy
 
 LN = math.log
 
@@ -113,6 +113,38 @@ def test_grpo_ignores_garbage_outside_mask():
     loss.backward()
     assert torch.isfinite(logp.grad).all()
     assert stats["ratio_max"] == pytest.approx(1.0)
+
+
+def test_token_entropy():
+    # logits [0, 0] -> p = 1/2, 1/2 -> H = ln 2; logits [ln 3, 0] -> p = 3/4, 1/4
+    # -> H = -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.562335
+    h = token_entropy(t([[0.0, 0.0], [LN(3), 0.0]]).log_softmax(dim=-1))
+    assert h.tolist() == pytest.approx([LN(2), -(0.75 * LN(0.75) + 0.25 * LN(0.25))])
+
+
+def test_grpo_entropy_bonus():
+    # r = 1, A = 1 -> surrogate -1 per token; entropies ln 2 and 0.5 on the trained tokens, 9 on a masked one.
+    # coef 0.1: loss = mean(-1 - 0.1 * H) = -1 - 0.1 * (ln 2 + 0.5) / 2 = -1.059657
+    logp, mask = t([[0.0, 0.0, 0.0]]), t([[1, 1, 0]])
+    entropy = t([[LN(2), 0.5, 9.0]]).requires_grad_()
+    loss, stats = grpo_loss(logp, logp, t([1.0]), mask, epsilon=0.2, entropy=entropy, entropy_coef=0.1)
+    assert loss.item() == pytest.approx(-1 - 0.1 * (LN(2) + 0.5) / 2, abs=1e-12)
+    assert stats["entropy"] == pytest.approx((LN(2) + 0.5) / 2)
+    loss.backward()
+    assert entropy.grad.tolist()[0] == pytest.approx([-0.05, -0.05, 0.0])  # -coef / 2 tokens; masked: 0
+    # coef 0: reported, not added
+    loss, stats = grpo_loss(logp, logp, t([1.0]), mask, epsilon=0.2, entropy=entropy.detach())
+    assert loss.item() == pytest.approx(-1.0) and "entropy" in stats
+    with pytest.raises(ValueError, match="entropy"):
+        grpo_loss(logp, logp, t([1.0]), mask, epsilon=0.2, entropy_coef=0.1)
+
+
+def test_grpo_per_token_advantages():
+    # turn credit / PPO hand (B, T) advantages: r = 1 -> per-token loss -A_t: tokens 1, 2 of row 0 get 2 and -1,
+    # token 3 (masked) 100: token mean = -(2 - 1) / 2 = -0.5
+    logp = t([[0.0, 0.0, 0.0, 0.0]])
+    loss, stats = grpo_loss(logp, logp, t([[0.0, 2.0, -1.0, 100.0]]), t([[0, 1, 1, 0]]), epsilon=0.2)
+    assert loss.item() == pytest.approx(-0.5) and stats["adv_mean"] == pytest.approx(0.5)
 
 
 def test_sft_masked_cross_entropy_from_logits_and_logprobs():

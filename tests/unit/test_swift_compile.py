@@ -138,6 +138,21 @@ def test_unsupported_settings_say_what_to_do(tmp_path: Path) -> None:
         SwiftRun(_cfg(tmp_path / "d", "algorithm=sft", "backbone.swift.micro_batch_size=3")).plan("sft", None)
     with pytest.raises(ConfigError, match=r"node_rank=2 must be below nnodes=2"):
         _cfg(tmp_path / "e", "backbone.swift.nnodes=2", "backbone.swift.node_rank=2")
+    with pytest.raises(ConfigError, match=r"grpo.dynamic_sampling_rounds, grpo.turn_reward_weight are applied by the "
+                                          r"debug backbone only"):
+        SwiftRun(_cfg(tmp_path / "f", "grpo.dynamic_sampling_rounds=2", "grpo.turn_reward_weight=1"))
+
+
+def test_ppo_is_refused_with_the_reason() -> None:
+    from ajet.backbones import get
+
+    cfg = load_config(TUTORIAL, ["model.path=tiny-random", "algorithm=[sft,ppo]"], backbone="swift")
+    with pytest.raises(ConfigError) as info:
+        get("swift").check(cfg)
+    assert str(info.value) == (
+        "invalid config: algorithm 'ppo' is not trained by the swift backbone (it trains sft, grpo, dpo): swift's "
+        "own PPO (`swift rlhf --rlhf_type ppo`, TRL's PPOTrainer) scores single-turn completions with a "
+        "reward-model checkpoint, so it cannot run your workflow and judge; use --backbone=debug")
 
 
 def test_a_run_folder_is_not_reused_without_resume(tmp_path: Path) -> None:

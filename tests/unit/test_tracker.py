@@ -134,6 +134,21 @@ def _call(index, prompt, completion, agent="a", tools_key="[]", llm_spans=()):
                    tools_key=tools_key)
 
 
+def test_build_samples_hands_each_merged_sample_its_calls_turn_rewards():
+    # agent a: calls 0 and 2 merge into one sample of two spans; agent b: call 1 alone
+    a0 = _call(0, [5, 6], [7, 8])
+    b1 = _call(1, [40, 41], [42], agent="b")
+    a2 = _call(2, [5, 6, 7, 8, 9], [10], llm_spans=[(2, 4)])
+    samples, _ = build_samples([a0, b1, a2], reward=1.0, group_id="g", episode_id="e", task_id="t",
+                               turn_rewards=[0.25, 0.5, 1.0])
+    by_agent = {s.agent: s for s in samples}
+    assert by_agent["a"].spans == [(2, 4), (5, 6)] and by_agent["a"].turn_rewards == [0.25, 1.0]
+    assert by_agent["b"].turn_rewards == [0.5]
+    # a list that does not give one reward per trained call is dropped: the samples keep the episode reward only
+    samples, _ = build_samples([a0, b1, a2], reward=1.0, group_id="g", episode_id="e", task_id="t", turn_rewards=[1.0])
+    assert all(s.turn_rewards is None for s in samples)
+
+
 def test_drift_forks_in_token_mode_and_merges_in_text_mode(tiny_tokenizer):
     tok = tiny_tokenizer
     prompt = tok("<|im_start|>user\nCapital?<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]

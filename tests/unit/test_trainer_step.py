@@ -226,7 +226,9 @@ def test_bad_arguments():
     opt = build_optimizer(policy.model.parameters(), cfg)
     with pytest.raises(ValueError, match="one advantage per sample"):
         train_step(policy, opt, None, [s], None, cfg)
-    with pytest.raises(ValueError, match="'grpo' or 'sft'"):
+    with pytest.raises(ValueError, match="'grpo', 'ppo' or 'sft'"):
+        train_step(policy, opt, None, [s], None, cfg, algo="a2c")
+    with pytest.raises(ValueError, match="value head and one PpoTargets per sample"):
         train_step(policy, opt, None, [s], None, cfg, algo="ppo")
     plan = pack_micro_batches([s], 64)
     assert plan.trained_tokens == sum(s.loss_mask)
@@ -316,3 +318,66 @@ def test_step_reports_truncated_oversize_and_empty_samples_once():
     assert len(long.input_ids) - 3 > 64  # still over budget after the cut: its own micro-batch
     assert (stats["truncated"], stats["oversize"], stats["empty"]) == (1.0, 1.0, 1.0)
     assert stats["updates"] == 3 and stats["tokens"] == 3 * (sum(long.loss_mask) - 3)
+
+
+def test_token_outputs_entropy_and_values_match_the_full_computation():
+    from ajet.trainer.logprobs import token_outputs
+    from ajet.trainer.value import ValueHead
+
+    policy = make_policy()
+    perturb_adapters(policy)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 49152, (2, 10), generator=g)
+    attn = torch.ones_like(ids)
+    attn[1, 7:] = 0
+    mask = torch.zeros_like(ids)
+    mask[:, 4:] = 1
+    mask = mask * attn
+    head = ValueHead(64)
+    with torch.no_grad():
+        head.linear.weight.normal_(generator=g)
+        out = token_outputs(policy.model, ids, attn, mask, entropy=True, value_head=head)
+        logits = policy.model(input_ids=ids, attention_mask=attn, use_cache=False).logits.float()  # (B, T, V)
+        logp = logits[:, :-1].log_softmax(-1)  # (B, T-1, V): position t-1 gives token t's distribution
+        entropy = torch.cat([torch.zeros(2, 1), -(logp.exp() * logp).sum(-1)], dim=1)  # (B, T)
+        hidden = policy.causal_lm().get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+    trained = mask.bool()
+    assert torch.allclose(out.entropy[trained], entropy[trained], atol=1e-4)
+    assert (out.entropy[~trained] == 0).all()
+    real = attn.bool()
+    assert torch.allclose(out.values[real], head(hidden).squeeze(-1)[real], atol=1e-5)
+    assert torch.equal(out.logprobs, token_logprobs(policy.model, ids, attn, mask))
+
+
+def test_value_head_is_saved_and_restored_with_the_checkpoint(tmp_path):
+    from ajet.trainer.checkpoint import load_checkpoint, save_checkpoint
+    from ajet.trainer.value import attach_value_head
+
+    policy = make_policy()
+    head = attach_value_head(policy)
+    assert attach_value_head(policy) is head and float(head.linear.weight.detach().abs().sum()) == 0.0  # starts at zero
+    with torch.no_grad():
+        head.linear.weight.fill_(0.5)
+        head.linear.bias.fill_(-1.0)
+    path = save_checkpoint(tmp_path, 1, policy, None, None)
+    fresh = make_policy()
+    attach_value_head(fresh)
+    load_checkpoint(path, fresh)
+    assert torch.equal(fresh.value_head.linear.weight, head.linear.weight)
+    assert fresh.value_head.linear.bias.item() == -1.0
+    plain = make_policy()
+    load_checkpoint(path, plain)  # a policy without a critic (eval, export) ignores the file
+    assert plain.value_head is None
+
+
+def test_per_token_advantages_and_token_values_are_packed_with_their_rows():
+    s0 = Sample([1, 2, 3, 4], [0, 1, 1, 0], [0.0] * 4, 0.0, "g", "a")
+    s1 = Sample([5, 6, 7], [0, 0, 1], [0.0] * 3, 0.0, "g", "a")
+    plan = pack_micro_batches([s0, s1], 100, advantages=[[0.0, 2.0, -1.0, 0.0], 0.5],
+                              token_values={"returns": [[0.0, 1.0, 0.0, 0.0], [0.0, 3.0, 0.0]]}, max_length=3)
+    mb = plan.micro_batches[0]
+    # s0 was cut to 3 tokens, s1 broadcasts its scalar over its length; padding is 0
+    assert mb.token_values["advantages"].tolist() == [[0.0, 2.0, -1.0], [0.5, 0.5, 0.5]]
+    assert mb.token_values["returns"].tolist() == [[0.0, 1.0, 0.0], [0.0, 3.0, 0.0]]
+    with pytest.raises(ValueError, match="one value per token"):
+        pack_micro_batches([s0], 100, token_values={"returns": [[1.0]]})

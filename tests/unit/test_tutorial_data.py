@@ -136,7 +136,7 @@ def test_sharegpt_demonstrations_mirror_the_openai_ones(energy):
 
 
 @pytest.mark.parametrize("folder, files", [
-    (ENERGY, ["train.jsonl", "val.jsonl", "sft.jsonl", "sft_sharegpt.jsonl"]),
+    (ENERGY, ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl", "sft_sharegpt.jsonl"]),
     (MATH, ["train.jsonl", "val.jsonl", "sft.jsonl"]),
 ])
 def test_make_data_reproduces_the_shipped_files(folder, files, tmp_path):
@@ -145,6 +145,16 @@ def test_make_data_reproduces_the_shipped_files(folder, files, tmp_path):
     assert run.returncode == 0, run.stderr
     for name in files:
         assert (tmp_path / name).read_bytes() == (folder / name).read_bytes(), name
+
+
+def test_heldout_tasks_ask_what_neither_train_nor_val_asks():
+    # a task is its category (what is asked) and its calls (the arguments): a pipeline's flow and its
+    # utilization come from the same call
+    rows = {n: [json.loads(x) for x in (ENERGY / f"{n}.jsonl").read_text().splitlines()] for n in ("train", "val", "heldout")}
+    calls = {n: {r["metadata"]["category"] + json.dumps(r["answer"]["calls"], sort_keys=True) for r in rows[n]}
+             for n in rows}
+    assert len(rows["heldout"]) == len(calls["heldout"]) == 128
+    assert not calls["heldout"] & (calls["train"] | calls["val"])
 
 
 # ---------------------------------------------------------------------------- math data and calculator

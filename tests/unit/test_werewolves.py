@@ -105,6 +105,28 @@ def test_a_hand_traced_game():
     assert [m["content"] for m in seer if m["role"] == "assistant"] == ["CHECK: P1", "ACCUSE: P1", "VOTE: P1", "CHECK: P3"]
     assert "Your checks: P1 is a wolf." in seer[3]["content"]
     assert sum(m["role"] == "user" for m in conversations["villager2"]) == 2
+    # the seer accused once, knowing P1 a wolf, and named P1: one informed accusation, one hit
+    assert (game.seer_informed, game.seer_hits) == (1, 1)
+
+
+def test_seer_accusation_accuracy_counts_only_accusations_made_knowing_a_wolf():
+    # Night 0: the seer P2 checks P3 (good), so day 1's accusation of P4 is a guess, not counted. Day 1: the
+    # villagers and the seer vote P4, the wolves P3: P4 is out (3-2). Night 1: the seer checks P1 (a wolf),
+    # wolf P1 kills P3. Day 2: knowing P1, the seer accuses P5: an informed accusation, missed. P5 is voted
+    # out (the other votes name the dead), and one wolf against the seer wins.
+    game = Game(dict(ROLES))
+    seer = iter(["CHECK: P3", "ACCUSE: P4", "VOTE: P4", "CHECK: P1", "ACCUSE: P5", "VOTE: P5"])
+
+    async def ask(agent, kind, messages):
+        if agent == "seer":
+            return next(seer)
+        if agent.startswith("villager"):
+            return "VOTE: P4"
+        return "KILL: P3" if kind == "KILL" else "VOTE: P3"
+
+    asyncio.run(play(game, ask))
+    assert game.winner == "wolves" and game.day == 2 and game.alive == ["P1", "P2"]
+    assert (game.seer_informed, game.seer_hits) == (1, 0)
 
 
 def test_an_agent_that_raises_loses_its_turns_and_the_game_ends():
@@ -170,13 +192,17 @@ async def test_workflow_plays_through_the_tuner_and_counts_failing_agents(llm):
 
 def test_make_data_reproduces_the_shipped_files(tmp_path):
     counts = build_data(tmp_path)
-    assert counts == {"train": 48, "val": 16, "sft": 96}
+    assert counts == {"train": 48, "val": 16, "heldout": 120, "sft": 96}
     for name in counts:
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
     train = [json.loads(line) for line in (FOLDER / "train.jsonl").read_text().splitlines()]
     val = [json.loads(line) for line in (FOLDER / "val.jsonl").read_text().splitlines()]
     assert not {t["metadata"]["seed"] for t in train} & {t["metadata"]["seed"] for t in val}
     assert all(t["metadata"]["roles"] == deal(t["metadata"]["seed"]) for t in train + val)
+    held = [json.loads(line) for line in (FOLDER / "heldout.jsonl").read_text().splitlines()]
+    seatings = {json.dumps(t["metadata"]["roles"], sort_keys=True) for t in held}
+    assert len(seatings) == 30 and len({t["metadata"]["cluster"] for t in held}) == 30  # every seating, 4 games each
+    assert all(sorted(t["metadata"]["roles"].values()) == ["seer", "villager", "villager", "wolf", "wolf"] for t in held)
     sft = [json.loads(line) for line in (FOLDER / "sft.jsonl").read_text().splitlines()]
     assert {d["metadata"]["agent"] for d in sft} == {"seer", "villager1", "villager2"}  # only the trained side
     assert all(m["role"] != "assistant" or parse_action(m["content"].split(":")[0], m["content"])

@@ -6,6 +6,9 @@
   {"calls": [...], "changes": [...]}, "metadata": {"category"}}`. `calls` are the reference tool
   calls; `changes` are the facts they leave in a fresh world (`appworld_env.changes`), which the
   judge compares with the episode's final state.
+- `heldout.jsonl` (128 tasks in neither, for benchmarks/rl_gain.py): 64 payments and 64 meetings
+  (every cancellation is already in train or val), shuffled by a generator of its own so that the
+  files above are what they were.
 - `sft.jsonl`: one demonstration per train task in OpenAI format (`tools` + `messages`): the
   reference calls, the results the apps really return, then a short confirmation.
 
@@ -29,6 +32,7 @@ from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 COUNTS = {"pay": (20, 8), "meet": (20, 8), "cancel": (5, 2)}  # category -> (train, val)
+HELDOUT = {"pay": 64, "meet": 64}  # category -> held-out tasks (the 7 cancellations are all used above)
 HERE = Path(__file__).resolve().parent
 
 NAMES = [c["name"] for c in INITIAL["contacts"]]
@@ -103,15 +107,17 @@ def _demo(query: str, calls: list[tuple[str, dict[str, Any]]], contents: list[st
 def build(out_dir: Path) -> dict[str, int]:
     """Generate every file into `out_dir`; return the row count of each."""
     rng = random.Random(SEED)
-    rows: dict[str, list[dict]] = {"train": [], "val": [], "sft": []}
-    picked: dict[str, list] = {"train": [], "val": []}
+    rows: dict[str, list[dict]] = {"train": [], "val": [], "heldout": [], "sft": []}
+    picked: dict[str, list] = {"train": [], "val": [], "heldout": []}
     for category, (n_train, n_val) in COUNTS.items():
         pool = _pool(category, rng)
         rng.shuffle(pool)
         picked["val"] += [(category, *item) for item in pool[:n_val]]  # val takes other tasks than train
         picked["train"] += [(category, *item) for item in pool[n_val:n_val + n_train]]
+        rest = pool[n_val + n_train:]
+        picked["heldout"] += [(category, *item) for item in rest[:HELDOUT.get(category, 0)]]
     for split, items in picked.items():
-        rng.shuffle(items)
+        (random.Random(SEED + 1) if split == "heldout" else rng).shuffle(items)
         for i, (category, query, calls, confirmation) in enumerate(items):
             contents, facts = _run(calls)
             rows[split].append({"task_id": f"appworld-{split}-{i:03d}", "query": query,

@@ -1,4 +1,8 @@
-"""The countdown game: reach a target from given numbers with + - * /, each number used exactly once.
+"""The countdown game: reach a target from given numbers with + - * /.
+
+Two rules: `use_all=True`, each number used exactly once; `use_all=False` (Countdown's own rule, the
+tutorial's), each number at most once and at least two of them, so a target may take one operation
+(`3 + 7`) or two (`(3 + 7) * 5`).
 
 Pure Python, no ajet and no AgentScope: the verifier the judge uses, the answer extraction, and
 the solver `make_data.py` builds demonstrations with. Arithmetic is exact (`fractions.Fraction`),
@@ -60,26 +64,39 @@ def _value(node: ast.AST, numbers: list[int]) -> Fraction:
     raise InvalidExpression(f"only integers, + - * / and parentheses are allowed, not {ast.dump(node)[:40]}")
 
 
-def verify(expression: str | None, numbers: list[int], target: int) -> tuple[bool, str]:
-    """(solved, why): `expression` uses each of `numbers` exactly once and equals `target`."""
+def uses_allowed(used: list[int], numbers: list[int], use_all: bool = True) -> bool:
+    """Whether the literals `used` follow the rule: all of `numbers` once each (use_all), else a sub-multiset
+    of them with at least two."""
+    if use_all:
+        return Counter(used) == Counter(numbers)
+    return len(used) >= 2 and not Counter(used) - Counter(numbers)
+
+
+def verify(expression: str | None, numbers: list[int], target: int, use_all: bool = True) -> tuple[bool, str]:
+    """(solved, why): `expression` uses `numbers` by the rule (see `uses_allowed`) and equals `target`."""
     if expression is None:
         return False, "no <answer>...</answer>"
     try:
         value, used = parse(expression)
     except InvalidExpression as exc:
         return False, f"invalid: {exc}"
-    if Counter(used) != Counter(numbers):
-        return False, f"uses {sorted(used)}, not each of {sorted(numbers)} once"
+    if not uses_allowed(used, numbers, use_all):
+        rule = "each of {} once" if use_all else "at least two of {}, each at most once"
+        return False, f"uses {sorted(used)}, not {rule.format(sorted(numbers))}"
     if value != target:
         return False, f"equals {value}, not {target}"
     return True, "solved"
 
 
-def solve(numbers: list[int], target: int) -> str | None:
-    """An expression of all `numbers` (each once) equal to `target`, or None. Exhaustive: fine for <= 4."""
-    for expression, value in expressions(tuple(numbers)):
-        if value == target:
-            return expression
+def solve(numbers: list[int], target: int, use_all: bool = True) -> str | None:
+    """An expression equal to `target` by the rule, or None: of all `numbers` (use_all), else of the fewest
+    of them (two before three). Exhaustive: fine for <= 4."""
+    sizes = [len(numbers)] if use_all else range(2, len(numbers) + 1)
+    for size in sizes:
+        for picked in itertools.combinations(range(len(numbers)), size):
+            for expression, value in expressions(tuple(numbers[i] for i in picked)):
+                if value == target:
+                    return expression
     return None
 
 

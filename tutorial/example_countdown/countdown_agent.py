@@ -14,9 +14,9 @@ from agentscope.message import Msg, UserMsg
 from agentscope.model import OpenAIChatModel
 
 SYSTEM_PROMPT = (
-    "You solve countdown puzzles. Combine the given numbers with + - * / and parentheses so that the "
-    "expression equals the target, using each number exactly once. Reply with the expression only, "
-    "inside <answer></answer>, for example <answer>(1 + 2) * 3</answer>."
+    "You solve countdown puzzles. Combine two or three of the given numbers with + - * / and parentheses "
+    "so that the expression equals the target, using each number at most once. Reply with the expression "
+    "only, inside <answer></answer>, for example <answer>(1 + 2) * 3</answer>."
 )
 
 

@@ -2,30 +2,32 @@
 
     python make_data.py [--out DIR]
 
-- `train.jsonl` (96 tasks), `val.jsonl` (32 other tasks): `{"task_id", "query", "answer": target,
-  "metadata": {"numbers": [a, b, c], "target": N, "solution": expression}}`. Three numbers from 1 to
-  12; the target is the value of a random expression of them (+, -, *, and / when it divides
-  exactly), a whole number from 1 to 100, so every puzzle has a solution.
-- `sft.jsonl`: one demonstration per train task, built by construction: the solver's expression in
-  `<answer></answer>`, with the same system prompt the AgentScope agent sends.
+- `train.jsonl` (96 tasks), `val.jsonl` (32 other tasks), `heldout.jsonl` (128 others, for
+  benchmarks/rl_gain.py): `{"task_id", "query", "answer": target, "metadata": {"numbers": [a, b, c],
+  "target": N, "ops": 1 or 2, "solution": expression}}`. Three numbers from 1 to 10; sized so the 135M
+  model can solve some: half the targets take one operation on two of the numbers (`3 + 7`), half two
+  operations on all three and no fewer, with + - * (a whole number from 1 to 50, none of the numbers
+  itself). The rule is Countdown's own: each number at most once, at least two of them.
+- `sft.jsonl`: one demonstration per train task, built by construction: the solver's shortest
+  expression in `<answer></answer>`, with the same system prompt the AgentScope agent sends.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from countdown import expressions, solve, verify
+from countdown import expressions, parse, solve, verify
 from countdown_agent import SYSTEM_PROMPT
 
 from ajet.jsonl import write_jsonl_files
 
 SEED = 11
-N_TRAIN, N_VAL = 96, 32
-N_NUMBERS, LOW, HIGH, MAX_TARGET = 3, 1, 12, 100
+N_TRAIN, N_VAL, N_HELDOUT = 96, 32, 128
+N_NUMBERS, LOW, HIGH, MAX_TARGET = 3, 1, 10, 50
 HERE = Path(__file__).resolve().parent
 
 
@@ -34,24 +36,32 @@ def query(numbers: list[int], target: int) -> str:
     return f"Numbers: {', '.join(map(str, numbers))}. Target: {target}."
 
 
+def reachable(numbers: tuple[int, ...]) -> set[int]:
+    """Whole numbers from 1 to MAX_TARGET that + - * make of exactly these numbers, none of them itself."""
+    return {int(v) for e, v in expressions(numbers)
+            if "/" not in e and v.denominator == 1 and 1 <= v <= MAX_TARGET and v not in numbers}
+
+
 def make_tasks(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """`n` distinct solvable puzzles."""
+    """`n` distinct solvable puzzles, alternating one-operation and two-operation targets."""
     tasks, seen = [], set()
     while len(tasks) < n:
         numbers = [rng.randint(LOW, HIGH) for _ in range(N_NUMBERS)]
-        values = sorted({int(v) for _, v in expressions(tuple(numbers))
-                         if v.denominator == 1 and 1 <= v <= MAX_TARGET and v not in numbers})
+        one = set().union(*(reachable(pair) for pair in itertools.combinations(numbers, 2)))
+        wanted = 1 if len(tasks) % 2 == 0 else 2
+        values = sorted(one if wanted == 1 else reachable(tuple(numbers)) - one)
         if not values:
             continue
         target = rng.choice(values)
         key = (tuple(sorted(numbers)), target)
-        if key in seen:
+        solution = solve(numbers, target, use_all=False)  # the fewest numbers first
+        assert solution is not None and verify(solution, numbers, target, use_all=False)[0]
+        ops = len(parse(solution)[1]) - 1
+        if key in seen or ops != wanted:  # a division of two numbers may reach a "two-operation" target
             continue
         seen.add(key)
-        solution = solve(numbers, target)
-        assert solution is not None and verify(solution, numbers, target)[0]
         tasks.append({"query": query(numbers, target), "answer": target,
-                      "metadata": {"numbers": numbers, "target": target, "solution": solution}})
+                      "metadata": {"numbers": numbers, "target": target, "ops": ops, "solution": solution}})
     return tasks
 
 
@@ -67,8 +77,8 @@ def demonstration(task: dict[str, Any]) -> dict[str, Any]:
 def build(out_dir: Path) -> dict[str, int]:
     """Generate every file into `out_dir`; return the row count of each."""
     rng = random.Random(SEED)
-    tasks = make_tasks(rng, N_TRAIN + N_VAL)
-    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:]}
+    tasks = make_tasks(rng, N_TRAIN + N_VAL + N_HELDOUT)
+    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:N_TRAIN + N_VAL], "heldout": tasks[N_TRAIN + N_VAL:]}
     rows: dict[str, list[dict]] = {
         split: [{"task_id": f"countdown-{split}-{i:03d}", **t} for i, t in enumerate(items)]
         for split, items in splits.items()}

@@ -2,9 +2,10 @@
 
     python make_data.py [--out DIR]
 
-- `train.jsonl` (64 maps), `val.jsonl` (32 other maps): `{"task_id", "query", "answer": shortest
-  path length, "metadata": {"map": [rows], "path": [moves]}}`. 4x4 lakes, S top left, G bottom
-  right, 2 to 4 holes, always solvable.
+- `train.jsonl` (64 maps), `val.jsonl` (32 other maps), `heldout.jsonl` (128 others, drawn after
+  them, for benchmarks/rl_gain.py): `{"task_id", "query", "answer": shortest path length,
+  "metadata": {"map": [rows], "path": [moves]}}`. 4x4 lakes, S top left, G bottom right, 2 to 4
+  holes, always solvable.
 - `sft.jsonl`: one demonstration for each of the first 32 train maps, built by construction: the whole multi-turn episode
   of the shortest path (observation, `<action>move</action>`, next observation, ...), exactly as
   the workflow would hold it.
@@ -24,6 +25,7 @@ from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 N_TRAIN, N_VAL, N_SFT, SIZE = 64, 32, 32, 4
+N_HELDOUT = 128
 HERE = Path(__file__).resolve().parent
 
 
@@ -58,12 +60,13 @@ def build(out_dir: Path) -> dict[str, int]:
     """Generate every file into `out_dir`; return the row count of each."""
     rng = random.Random(SEED)
     maps: list[list[str]] = []
-    while len(maps) < N_TRAIN + N_VAL:
+    while len(maps) < N_TRAIN + N_VAL + N_HELDOUT:  # the held-out maps come after: train and val are unchanged
         rows = make_map(rng)
         if rows not in maps:
             maps.append(rows)
     rows_out: dict[str, list[dict]] = {}
-    for split, items in {"train": maps[:N_TRAIN], "val": maps[N_TRAIN:]}.items():
+    splits = {"train": maps[:N_TRAIN], "val": maps[N_TRAIN:N_TRAIN + N_VAL], "heldout": maps[N_TRAIN + N_VAL:]}
+    for split, items in splits.items():
         rows_out[split] = [{"task_id": f"frozenlake-{split}-{i:03d}", "query": "\n".join(m),
                             "answer": len(shortest_path(m) or []), "metadata": {"map": m, "path": shortest_path(m)}}
                            for i, m in enumerate(items)]

@@ -2,7 +2,8 @@
 
     python make_data.py [--out DIR]
 
-- `train.jsonl` (64 cases), `val.jsonl` (32 other cases): `{"task_id", "query": the patient's opening
+- `train.jsonl` (64 cases), `val.jsonl` (32 other cases), `heldout.jsonl` (128 others, drawn after
+  them, for benchmarks/rl_gain.py): `{"task_id", "query": the patient's opening
   line, "answer": {"facts": {topic: fact}, "advice": text}, "metadata": {"complaint"}}`. The facts are
   the hidden record: the patient reveals one only when asked about its topic.
 - `sft.jsonl`: for each train case, a consultation built by construction (not sampled from a model):
@@ -23,7 +24,7 @@ from consult import SYSTEM_PROMPT, TOPICS
 from ajet.jsonl import write_jsonl_files
 
 SEED = 5
-N_TRAIN, N_VAL = 64, 32
+N_TRAIN, N_VAL, N_HELDOUT = 64, 32, 128
 HERE = Path(__file__).resolve().parent
 
 # complaint -> (opening line, the topics its hidden record covers in the order a doctor asks, advice)
@@ -73,21 +74,26 @@ def fact(topic: str, r: random.Random) -> str:
     raise ValueError(f"no fact template for topic {topic!r}")
 
 
-def make_cases(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """`n` distinct cases, cycling through the complaints so each is equally represented."""
-    cases, seen = [], set()
+def _key(case: dict[str, Any]) -> str:
+    return json.dumps([case["metadata"]["complaint"], case["query"], case["answer"]["facts"]])
+
+
+def make_cases(rng: random.Random, n: int, exclude: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """`n` distinct cases, none in `exclude` (`_key`s), cycling through the complaints so each is equally
+    represented."""
+    cases, seen = [], set(exclude)
     names = list(COMPLAINTS)
     while len(cases) < n:
         complaint = names[len(cases) % len(names)]
         opening, topics, advice = COMPLAINTS[complaint]
         age = rng.randint(18, 80)
         facts = {topic: fact(topic, rng) for topic in topics}
-        key = json.dumps([complaint, age, facts])
-        if key in seen:
+        case = {"query": f"Hello doctor. I'm {age}. {opening}", "answer": {"facts": facts, "advice": advice},
+                "metadata": {"complaint": complaint}}
+        if _key(case) in seen:
             continue
-        seen.add(key)
-        cases.append({"query": f"Hello doctor. I'm {age}. {opening}", "answer": {"facts": facts, "advice": advice},
-                      "metadata": {"complaint": complaint}})
+        seen.add(_key(case))
+        cases.append(case)
     return cases
 
 
@@ -105,7 +111,8 @@ def build(out_dir: Path) -> dict[str, int]:
     rng = random.Random(SEED)
     cases = make_cases(rng, N_TRAIN + N_VAL)
     rng.shuffle(cases)
-    splits = {"train": cases[:N_TRAIN], "val": cases[N_TRAIN:]}
+    splits = {"train": cases[:N_TRAIN], "val": cases[N_TRAIN:],
+              "heldout": make_cases(rng, N_HELDOUT, {_key(c) for c in cases})}  # after: the others are unchanged
     rows: dict[str, list[dict]] = {}
     for split, items in splits.items():
         rows[split] = [{"task_id": f"ask-{split}-{i:03d}", **case} for i, case in enumerate(items)]

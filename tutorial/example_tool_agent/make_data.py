@@ -7,6 +7,9 @@ Writes four files (default: this folder):
 - `train.jsonl`, `val.jsonl`: tasks `{"task_id", "query", "answer": {"calls": [...], "final": number},
   "metadata": {"category", "result_key", "num_calls"}}`. Val uses other arguments than train in
   every category, so it measures generalisation, not recall.
+- `heldout.jsonl`: 128 more tasks with arguments in neither train nor val, in the categories' train +
+  val proportions where they have that many left (for benchmarks/rl_gain.py). Made after the
+  others from a generator of its own, so train, val and the demonstrations are what they were.
 - `sft.jsonl`: one demonstration per train task in OpenAI format (`tools` + `messages` with
   `tool_calls` and `tool` results), made by running the task's expected calls against the real
   MCP server in memory, through the same MCP helpers the built-in `mcp_agent` workflow uses. The final answer sentence states exactly one number: `final`.
@@ -35,6 +38,7 @@ from ajet.jsonl import write_jsonl_files
 from ajet.mcp_client import ToolOutcome, call_tool, list_openai_tools, open_client
 
 SEED = 20240115
+N_HELDOUT = 128
 HERE = Path(__file__).resolve().parent
 # The demonstrations show the model the very system prompt the workflow sends (one source: the YAML).
 SYSTEM_PROMPT = yaml.safe_load((HERE / "tool_agent.yaml").read_text())["ajet"]["workflow_args"]["system_prompt"]
@@ -223,10 +227,25 @@ def _demo(query: str, outcomes: list[ToolOutcome], sentence: str, tools: list[di
     return {"tools": tools, "messages": messages}, sharegpt
 
 
+def _heldout(left: dict[str, list[Draft]]) -> list[Draft]:
+    """N_HELDOUT drafts from what train and val left: each category's share of train + val where it has that
+    many left, the rest from the categories with drafts to spare, in COUNTS order."""
+    total = sum(a + b for a, b in COUNTS.values())
+    take = {c: min(len(left[c]), round(N_HELDOUT * sum(COUNTS[c]) / total)) for c in COUNTS}
+    while sum(take.values()) < N_HELDOUT:
+        spare = [c for c in COUNTS if take[c] < len(left[c])]
+        if not spare:
+            raise ValueError(f"only {sum(take.values())} distinct tasks are left for the held-out split")
+        for c in spare[: N_HELDOUT - sum(take.values())]:
+            take[c] += 1
+    return [d for c in COUNTS for d in left[c][: take[c]]]
+
+
 async def build(out_dir: Path) -> dict[str, int]:
     """Generate every file into `out_dir`; return the row count of each."""
     rng = random.Random(SEED)
     splits: dict[str, list[Draft]] = {"train": [], "val": []}
+    left: dict[str, list[Draft]] = {}
     for category, (n_train, n_val) in COUNTS.items():
         pool = _drafts(category, rng)
         rng.shuffle(pool)
@@ -234,11 +253,14 @@ async def build(out_dir: Path) -> dict[str, int]:
             raise ValueError(f"category {category!r} has {len(pool)} distinct tasks, fewer than {n_train + n_val}")
         splits["val"] += pool[:n_val]  # val takes other arguments than train
         splits["train"] += pool[n_val:n_val + n_train]
-    rows: dict[str, list[dict]] = {"train": [], "val": [], "sft": [], "sft_sharegpt": []}
+        left[category] = pool[n_val + n_train:]
+    splits["heldout"] = _heldout(left)
+    rows: dict[str, list[dict]] = {"train": [], "val": [], "heldout": [], "sft": [], "sft_sharegpt": []}
     async with open_client("energy_server.py", HERE) as client:
         tools = await list_openai_tools(client)
         for split, drafts in splits.items():
-            rng.shuffle(drafts)
+            # held out: a generator of its own, so adding the split left the others as they were
+            (random.Random(SEED + 1) if split == "heldout" else rng).shuffle(drafts)
             for i, draft in enumerate(drafts):
                 calls, outcomes, final, sentence = await _run(client, draft)
                 rows[split].append({

@@ -80,6 +80,8 @@ class Werewolves(Workflow):
         ours = [a for a in game.seat_of if a in trained]
         invalid_trained = sum(game.invalid.get(a, 0) for a in ours)
         invalid_frozen = sum(n for a, n in game.invalid.items() if a not in trained)
+        # the seer's accusation accuracy: reported only by games where it knew a wolf when it accused
+        seer = {"seer_accuses_seen_wolf": game.seer_hits / game.seer_informed} if game.seer_informed else {}
         return WorkflowOutput(
             answer=game.winner,
             messages=conversations[ours[0]],  # one trained agent's view; all of them are in metadata
@@ -92,7 +94,8 @@ class Werewolves(Workflow):
             metrics={"win": float(game.winner == self.trained_side), "days": float(game.day),
                      "invalid_trained": float(invalid_trained), "invalid_frozen": float(invalid_frozen),
                      "agent_errors": float(sum(game.errors.values())),
-                     "calls_trained": float(calls["trained"]), "calls_frozen": float(calls["frozen"])},
+                     "calls_trained": float(calls["trained"]), "calls_frozen": float(calls["frozen"]),
+                     "seer_informed_accusations": float(game.seer_informed), **seer},
         )
 
     async def _frozen_client(self) -> tuple[openai.AsyncOpenAI, str]:

@@ -89,6 +89,8 @@ class Game:
     last_error: dict[str, str] = field(default_factory=dict)  # agent -> what its last failed ask raised
     actions: dict[str, int] = field(default_factory=dict)  # agent -> actions asked
     log: list[str] = field(default_factory=list)  # public events, in order
+    seer_informed: int = 0  # accusations asked of the seer while a check had shown it a living wolf
+    seer_hits: int = 0  # of those, the ones that named such a wolf
 
     def __post_init__(self) -> None:
         if sorted(self.roles) != list(PLAYERS) or sorted(self.roles.values()) != sorted(ROLES):
@@ -128,6 +130,10 @@ class Game:
             self.checks[target] = side(self.roles[target])
 
     def resolve_accuse(self, target: str | None) -> None:
+        seen = [s for s, v in self.checks.items() if v == "wolves" and s in self.alive]
+        if seen:  # the seer knows a wolf: does it say so? (an invalid reply is a miss)
+            self.seer_informed += 1
+            self.seer_hits += target in seen
         self.accused = target
         if target is not None:
             self.log.append(f"Day {self.day}: the seer ({self.seat_of_role('seer')}) accuses {target}.")

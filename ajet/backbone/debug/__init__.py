@@ -4,7 +4,7 @@ from ajet.backbones import Backbone
 
 BACKBONE = Backbone(
     name="debug",
-    summary="in this process (torch + peft): SFT, GRPO, DPO on CPU or one GPU",
-    algorithms=("sft", "grpo", "dpo"),
+    summary="in this process (torch + peft): SFT, GRPO, PPO, DPO on CPU or one GPU",
+    algorithms=("sft", "grpo", "ppo", "dpo"),
     run="ajet.backbone.debug.run:run",
 )

@@ -1,4 +1,4 @@
-"""The debug backbone: SFT, GRPO and DPO in one process, on CPU or one GPU.
+"""The debug backbone: SFT, GRPO, PPO and DPO in one process, on CPU or one GPU.
 
     policy (peft LoRA or full) ──shared object──▶ HFEngine ──▶ gateway ──▶ the user's workflow
         ▲                                                                     │
@@ -21,9 +21,9 @@ from typing import Any
 
 from rich.console import Console
 
-from ajet.algorithm.advantages import group_advantages
 from ajet.algorithm.online_dpo import online_pairs
 from ajet.backbone.debug.publish import AdapterPublisher, check_engine, rollout_engine
+from ajet.backbone.debug.rl import grpo_batch, ppo_batch, signal_groups
 from ajet.backbone.debug.state import (
     DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
@@ -36,6 +36,8 @@ from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError, ConfigError
 from ajet.rollout.validation import evaluate
 from ajet.render import ChatRenderer
+from ajet.gateway.episodes import derive_seed
+from ajet.rollout.runner import BatchResult
 from ajet.rollout.seeds import batch_seed
 from ajet.rollout.stack import RolloutStack, settings_for
 from ajet.runlock import RunLock
@@ -48,6 +50,7 @@ from ajet.trainer.preference import dpo_step
 from ajet.trainer.sft_data import load_sft_samples, parse_preference, preference_samples, read_jsonl
 from ajet.trainer.sft_curation import curated_sft_samples, describe, sample_losses
 from ajet.trainer.step import train_step
+from ajet.trainer.value import attach_value_head, sample_values
 
 console = Console(stderr=True)
 
@@ -89,6 +92,8 @@ class DebugRun:
         _seed_everything(cfg.trainer.seed)  # LoRA's random init must be the same run to run
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
+        if "ppo" in cfg.stages:
+            attach_value_head(self.policy)  # before any checkpoint is restored: it holds the head's weights
         self.engine = rollout_engine(cfg, self.policy)
         self.publisher = AdapterPublisher.for_engine(self.engine, self.policy, self.run_dir)  # remote: LoRA to server
         self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
@@ -130,6 +135,9 @@ class DebugRun:
         lr = {"sft": self.cfg.sft.lr, "dpo": self.cfg.dpo.lr}.get(name) or self.cfg.trainer.lr
         trainer = self.cfg.trainer.model_copy(update={"lr": lr})
         self.optimizer = build_optimizer(self.policy.trainable_parameters(), trainer)
+        if name == "ppo":  # the critic's own group, at its own lr, on the same schedule
+            self.optimizer.add_param_group({"params": list(self.policy.value_head.parameters()),
+                                            "lr": self.cfg.ppo.value_lr or lr, "weight_decay": 0.0})
         self.scheduler = build_scheduler(self.optimizer, trainer, total_steps=self.steps[self.state.stage_index])
 
     def _check_resume_config(self) -> None:
@@ -190,7 +198,7 @@ class DebugRun:
         while self.state.stage_index < len(self.steps):
             name = self.cfg.stages[self.state.stage_index]
             total = self.steps[self.state.stage_index]
-            step_fn = {"sft": self._sft_step, "grpo": self._rl_step, "dpo": self._dpo_step}[name]
+            step_fn = {"sft": self._sft_step, "grpo": self._rl_step, "ppo": self._rl_step, "dpo": self._dpo_step}[name]
             async with RolloutStack(self.cfg, self.engine, self.policy.tokenizer, self.run_dir) as stack:
                 while self.state.stage_step < total:
                     metrics = await step_fn(stack)
@@ -239,15 +247,41 @@ class DebugRun:
         stats = train_step(self.policy, self.optimizer, self.scheduler, batch, None, trainer, algo="sft")
         return _rename(stats, epoch=self.state.epoch)
 
-    async def _rollout(self, stack: RolloutStack):
+    async def _rollout(self, stack: RolloutStack, n_tasks: int | None = None, round_: int = 0):
+        """The next `n_tasks` (default rollout.batch_tasks) train tasks' episodes; round_ > 0: an extra
+        rollout of dynamic sampling in the same step, seeded apart from the step's first."""
         await self._publish()
         tasks = self._train_tasks()
-        picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, self.cfg.rollout.batch_tasks)]
+        size = n_tasks or self.cfg.rollout.batch_tasks
+        picked = [tasks[i] for i in DataOrder(len(tasks), self.cfg.trainer.seed).take(self.state, size)]
         self._warn_repeats(len(tasks))
         settings = settings_for(self.cfg, "train")
-        settings.seed = batch_seed(self.cfg.engine.seed, self.state.global_step + 1)
-        return await stack.runner.run(picked, settings, label=f"rollout {self.state.global_step + 1}",
-                                      step=self.state.global_step + 1)
+        step = self.state.global_step + 1
+        settings.seed = batch_seed(self.cfg.engine.seed, step)
+        if round_:
+            settings.seed = derive_seed(settings.seed, "dynamic_sampling", round_) % 2**31
+        label = f"rollout {step}" + (f" (dynamic sampling {round_})" if round_ else "")
+        return await stack.runner.run(picked, settings, label=label, step=step)
+
+    async def _dynamic_rollout(self, stack: RolloutStack) -> tuple[BatchResult, int]:
+        """grpo.dynamic_sampling_rounds: roll out more tasks while fewer than batch_tasks groups have a signal
+        (DAPO); returns every episode of the step and the extra rounds run. A later round's groups get their
+        own ids, so a task drawn again is a group of its own."""
+        batch = await self._rollout(stack)
+        rounds = 0
+        while rounds < self.cfg.grpo.dynamic_sampling_rounds:
+            missing = self.cfg.rollout.batch_tasks - len(signal_groups(batch.samples, self.cfg.grpo))
+            if missing <= 0:
+                break
+            rounds += 1
+            extra = await self._rollout(stack, missing, rounds)
+            for episode in extra.episodes:
+                episode.group_id = f"{episode.group_id}~{rounds}"
+                for sample in episode.samples:
+                    sample.group_id = episode.group_id
+            batch.merge.add(extra.merge)
+            batch = BatchResult(batch.episodes + extra.episodes, batch.seconds + extra.seconds, batch.merge)
+        return batch, rounds
 
     def _warn_repeats(self, n_tasks: int) -> None:
         """Once: fewer tasks than rollout.batch_tasks put a task in a batch several times, and all its
@@ -279,25 +313,30 @@ class DebugRun:
         return self._tasks
 
     async def _rl_step(self, stack: RolloutStack) -> dict[str, Any]:
-        batch = await self._rollout(stack)
-        summary = batch.summary()
+        """One grpo or ppo step: roll out (dynamic sampling: more, while groups lack a signal), score, update."""
+        ppo = self.cfg.stages[self.state.stage_index] == "ppo"
+        batch, rounds = await self._dynamic_rollout(stack) if not ppo else (await self._rollout(stack), 0)
         samples = batch.samples
-        advantages, adv_stats = group_advantages([s.reward for s in samples], [s.group_id for s in samples],
-                                                 scale=self.cfg.grpo.scale_rewards)
-        skip = set(adv_stats.skip)
-        kept = [i for i in range(len(samples)) if i not in skip]
-        write_samples(self.run_dir, self.state.global_step + 1, samples, advantages, kept)  # for `ajet view`
-        metrics = _rollout_metrics(summary, batch, adv_stats.to_dict())
-        if not kept:  # every group had equal rewards: nothing to learn from this batch
+        if ppo:
+            values = sample_values(self.policy, samples, self.cfg.trainer.micro_batch_tokens)
+            chosen = ppo_batch(samples, values, self.cfg)
+        else:
+            chosen = grpo_batch(samples, self.cfg.grpo)
+        write_samples(self.run_dir, self.state.global_step + 1, samples, _scalar(samples, chosen), chosen.kept)
+        metrics = {**_rollout_metrics(batch.summary(), batch, chosen.stats.to_dict()), **chosen.metrics}
+        if self.cfg.grpo.dynamic_sampling_rounds and not ppo:
+            metrics["dynamic_sampling_rounds"] = rounds
+        if not chosen.kept:  # every group had equal rewards: nothing to learn from this batch
             _advance(self.scheduler)
             return {**metrics, "skipped_update": 1}
-        chosen = [samples[i] for i in kept]
-        nan_old = any(lp != lp for s in chosen for lp in s.old_logprobs)  # text-mode merges leave NaN
-        stats = train_step(self.policy, self.optimizer, self.scheduler, chosen, [advantages[i] for i in kept],
-                           self.cfg.trainer, algo="grpo", grpo=self.cfg.grpo,
-                           old_logprobs="recompute" if nan_old else "engine")
+        kept = [samples[i] for i in chosen.kept]
+        nan_old = any(lp != lp for s in kept for lp in s.old_logprobs)  # text-mode merges leave NaN
+        stats = train_step(self.policy, self.optimizer, self.scheduler, kept, chosen.advantages,
+                           self.cfg.trainer, algo="ppo" if ppo else "grpo", grpo=self.cfg.grpo,
+                           old_logprobs="recompute" if nan_old else "engine", ppo=self.cfg.ppo,
+                           ppo_targets=chosen.targets or None)
         self.engine.weights_version += 1
-        return {**metrics, **_rename(stats), "trained_samples": len(chosen)}
+        return {**metrics, **_rename(stats), "trained_samples": len(kept)}
 
     async def _dpo_step(self, stack: RolloutStack) -> dict[str, Any]:
         if self.cfg.dpo.data:
@@ -315,6 +354,17 @@ class DebugRun:
         stats = dpo_step(self.policy, self.optimizer, self.scheduler, batch, self.cfg.trainer, self.cfg.dpo)
         self.engine.weights_version += 1
         return {**metrics, **_rename(stats)}
+
+
+def _scalar(samples, chosen) -> list[float]:
+    """One advantage per sample for the samples log: the mean over its trained tokens when given per token."""
+    out = [0.0] * len(samples)
+    for i, a in zip(chosen.kept, chosen.advantages):
+        if isinstance(a, list):
+            mask = samples[i].loss_mask
+            a = sum(x for x, m in zip(a, mask) if m) / max(sum(mask), 1)
+        out[i] = a
+    return out
 
 
 def _seed_everything(seed: int) -> None:

@@ -15,4 +15,6 @@ BACKBONE = Backbone(
     run="ajet.backbone.llamafactory.run:run",
     setup="ajet.backbone.llamafactory.env:setup",
     export="ajet.backbone.llamafactory.checkpoints:export",
+    refused=(("ppo", "LLaMA-Factory's PPO (stage ppo) scores single-turn completions with a reward-model "
+                     "checkpoint, so it cannot run your workflow and judge"),),
 )

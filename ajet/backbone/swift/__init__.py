@@ -16,4 +16,6 @@ BACKBONE = Backbone(
     run="ajet.backbone.swift.run:run",
     setup="ajet.backbone.swift.env:setup",
     export="ajet.backbone.swift.export:export",
+    refused=(("ppo", "swift's own PPO (`swift rlhf --rlhf_type ppo`, TRL's PPOTrainer) scores single-turn "
+                     "completions with a reward-model checkpoint, so it cannot run your workflow and judge"),),
 )

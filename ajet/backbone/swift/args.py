@@ -98,6 +98,14 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if cfg.model.lora.layers is not None:
         raise ConfigError("model.lora.layers is applied by the debug backbone only (it adapts the last N decoder "
                           "layers and reuses the frozen layers' output); remove it, or use --backbone=debug")
+    g = cfg.grpo
+    unmapped = [key for key, on in (("grpo.baseline", g.baseline != "mean"), ("grpo.entropy_coef", g.entropy_coef > 0),
+                                    ("grpo.dynamic_sampling_rounds", g.dynamic_sampling_rounds > 0),
+                                    ("grpo.turn_reward_weight", g.turn_reward_weight > 0)) if on]
+    if "grpo" in cfg.stages and unmapped:
+        raise ConfigError(f"invalid config: {', '.join(unmapped)} {'is' if len(unmapped) == 1 else 'are'} applied by the "
+                          "debug backbone only (ajet does not map them onto swift's GRPO); remove them, set swift's own "
+                          "flags under backbone.swift.args.grpo (its GRPO docs name them), or use --backbone=debug")
     if cfg.trainer.eval_every:
         raise ConfigError("invalid config: trainer.eval_every is not supported by the swift backbone (the rollouts "
                           "run inside swift's trainer); set it to 0 and evaluate a checkpoint with `ajet eval --model "

@@ -1,0 +1,255 @@
+"""What RL adds over SFT, per task, measured so that the answer can be told from noise.
+
+For one task: SFT alone, then RL (GRPO by default) from that same SFT checkpoint with two or more
+training seeds; SFT and every RL seed are evaluated on the same held-out tasks (at least 100, none in
+train or val, committed before any run judged them), by the task's success measure (measures.py:
+never a reward with format credit). The gain is the paired difference over tasks, with a bootstrap
+95% interval (paired.py); a task counts as one RL improved only when the interval's lower end is
+above 0. Each result is appended, with the commit and the CPU, to benchmarks/results/rl_gain.jsonl.
+
+    python benchmarks/rl_gain.py --task countdown                  # one task, well under an hour on 2 cores
+    python benchmarks/rl_gain.py --task countdown --seeds 1 2 3 --with-base
+    python benchmarks/rl_gain.py --task countdown --quick          # tiny sizes: a smoke test of the whole path
+    python benchmarks/rl_gain.py --summary                         # the table of the latest result per task
+    python benchmarks/rl_gain.py --task countdown --set trainer.lr=5e-5 --set grpo.baseline=leave_one_out
+
+Tasks (`--list`): TASKS below, each a folder whose benchmark.json has `conf`, `measure`, optional `also`
+(more measures to report) and an `rl_gain` section:
+
+    "rl_gain": {"heldout": "heldout.jsonl",           # the held-out tasks, relative to the folder
+                "sft": [...], "rl": [...],            # overrides of the SFT run and of each RL run
+                "eval": [...]}                        # overrides of every eval (e.g. a sampling temperature)
+
+To add a task (an MCP-zoo server, ...), give its folder such a benchmark.json and a line in TASKS, or
+pass `--task path/to/folder`. `--work DIR` reuses a work folder: finished phases (a trained run, a
+merged model, an eval.json) are not run again, so an interrupted task resumes where it stopped.
+
+Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
+Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
+task's latest result with its own settings (benchmark.json); results of --set variants are listed under
+their task, not counted: a setting that pays goes into benchmark.json and is measured again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import measures
+from paired import gain
+from quickstart import cpu_flags
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "rl_gain.jsonl"
+QUICK_RESULTS = REPO / "benchmarks" / "results" / "rl_gain_quick.jsonl"
+TASKS = {
+    "tool_agent": "tutorial/example_tool_agent",
+    "frozenlake": "tutorial/example_frozenlake",
+    "appworld": "tutorial/example_appworld",
+    "werewolves": "tutorial/example_werewolves",
+    "learn_to_ask": "tutorial/example_learn_to_ask",
+    "countdown": "tutorial/example_countdown",
+}
+# --quick: a few steps and evals of a few tasks, to check the path end to end in minutes
+QUICK = {"sft": ["sft.epochs=0.1"], "rl": ["trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"],
+         "eval": ["eval.limit=6"]}
+
+
+def task_spec(name: str) -> tuple[str, Path, dict[str, Any]]:
+    """(name, folder, benchmark.json) of a task named in TASKS or given as a folder."""
+    folder = REPO / TASKS[name] if name in TASKS else Path(name).resolve()
+    spec_file = folder / "benchmark.json"
+    if not spec_file.is_file():
+        sys.exit(f"unknown task {name!r}: not one of {', '.join(TASKS)}, and {spec_file} does not exist")
+    spec = json.loads(spec_file.read_text())
+    if "rl_gain" not in spec:
+        sys.exit(f"{spec_file} has no rl_gain section (heldout, sft, rl, eval)")
+    measures.check(spec["measure"])
+    for key in spec.get("also", []):
+        measures.check(key)
+    return (name if name in TASKS else folder.name), folder, spec
+
+
+def _run(command: list[str], log: Path) -> None:
+    """One CLI run, its output in `log`; a failure stops the task with the log's tail."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        sys.exit(f"{' '.join(command)} failed (exit {done.returncode}); {log}:\n{tail}")
+
+
+def _train(conf: Path, out: Path, overrides: list[str]) -> None:
+    if not (out / "checkpoints").is_dir():
+        _run(["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out}", *overrides], out.with_suffix(".log"))
+
+
+def _merged(run: Path, out: Path) -> Path:
+    if not (out / "config.json").is_file():
+        _run(["ajet", "export", "--checkpoint", str(run), "--out", str(out), "--merge"], out.with_suffix(".log"))
+    return out
+
+
+def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None) -> list[dict[str, Any]]:
+    """The held-out episodes of one model (None: the YAML's own model)."""
+    if not (out / "eval.json").is_file():
+        command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
+        if model is not None:
+            command[2:2] = ["--model", str(model)]
+        _run(command, out.with_suffix(".log"))
+    return [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines() if line.strip()]
+
+
+def per_task(episodes: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """task id -> the measure, averaged over the task's episodes that reported it."""
+    values: dict[str, list[float]] = {}
+    for episode in episodes:
+        value = measures.from_episode(episode, key)
+        if value is not None:
+            values.setdefault(episode["task"]["task_id"], []).append(value)
+    return {t: sum(v) / len(v) for t, v in values.items()}
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int], work: Path, *, quick: bool,
+                 with_base: bool, extra: list[str], note: str = "") -> dict[str, Any]:
+    """SFT, RL per seed, the evals, and the paired gain of one task: the row rl_gain.jsonl gets."""
+    conf = folder / spec["conf"]
+    section = spec["rl_gain"]
+    heldout = folder / section["heldout"]
+    pick = lambda part: [*section.get(part, []), *(QUICK[part] if quick else []), *extra]  # noqa: E731
+    evals = [f"task_reader.val={heldout}", *pick("eval")]
+    keys = [spec["measure"], *spec.get("also", [])]
+    started, commit = time.time(), _commit()  # the code the runs start with
+    phases: dict[str, float] = {}
+
+    def timed(phase: str, fn, *args):
+        t0 = time.time()
+        out = fn(*args)
+        phases[phase] = phases.get(phase, 0.0) + (time.time() - t0) / 60
+        return out
+
+    arms: dict[str, list[dict[str, Any]]] = {}
+    sft_overrides = [*pick("sft"), "algorithm=sft", "trainer.seed=0"]
+    rl_overrides = ["algorithm=grpo", *pick("rl")]  # grpo unless the task's rl overrides name another algorithm
+    if with_base:
+        arms["base"] = timed("eval", _eval, conf, work / "eval-base", evals, None)
+    timed("sft", _train, conf, work / "sft", sft_overrides)
+    sft_model = timed("export", _merged, work / "sft", work / "sft-model")
+    arms["sft"] = timed("eval", _eval, conf, work / "eval-sft", evals, sft_model)
+    for seed in seeds:
+        run = work / f"rl-seed{seed}"
+        # the start and the seeds are this script's, whatever --set says
+        timed("rl", _train, conf, run, [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}",
+                                        f"engine.seed={seed}"])
+        arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run)
+
+    heldout_rows = [json.loads(line) for line in heldout.read_text().splitlines() if line.strip()]
+    clusters = {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in heldout_rows}
+    by_key = {key: {arm: per_task(episodes, key) for arm, episodes in arms.items()} for key in keys}
+    main = by_key[spec["measure"]]
+    result = gain(main["sft"], [main[f"rl{s}"] for s in seeds], clusters)
+    cpu, flags = cpu_flags()
+    row = {
+        "task": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": commit, "cpu": cpu,
+        "cpu_flags": flags, "quick": quick, "measure": spec["measure"], "heldout_tasks": len(heldout_rows),
+        "tasks": result.tasks, "clusters": result.clusters, "seeds": seeds,
+        "sft": round(result.sft, 4), "rl": [round(v, 4) for v in result.rl],
+        "gain_points": round(100 * result.mean, 2), "ci_low": round(100 * result.low, 2),
+        "ci_high": round(100 * result.high, 2), "gain_per_seed": [round(100 * g, 2) for g in result.per_seed],
+        "significant": result.significant,
+        "also": {key: {arm: _mean(values.values()) for arm, values in by_key[key].items()} for key in keys[1:]},
+        "overrides": {"sft": sft_overrides, "rl": rl_overrides, "eval": evals},
+        "minutes": round((time.time() - started) / 60, 1), "phase_minutes": {k: round(v, 1) for k, v in phases.items()},
+        "work": str(work), "note": note, "set": extra,
+    }
+    if with_base:
+        row["base"] = round(_mean(main["base"].values()), 4)
+    return row
+
+
+def _mean(values) -> float | None:
+    values = list(values)
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summary(path: Path) -> tuple[float, int, int]:
+    """Print, per task, the latest result with the task's own settings and the latest of each --set variant
+    below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    for row in rows:
+        latest[(row["task"], tuple(row.get("set", [])))] = row
+    print(f"{'task':14} {'measure':34} {'n':>4} {'sft':>6} {'sft+rl':>13} {'gain (points) [95% CI]':>26} "
+          f"{'seeds':>5} {'min':>5}  commit / cpu")
+    for (task, variant), row in sorted(latest.items(), key=lambda item: (item[0][0], len(item[0][1]), item[0][1])):
+        rl = "/".join(f"{v:.3f}" for v in row["rl"])
+        interval = f"{row['gain_points']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
+        print(f"{task if not variant else '':14} {row['measure']:34} {row['tasks']:4d} {row['sft']:6.3f} {rl:>13} "
+              f"{interval:>26} {len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
+              + ("" if row["significant"] else "  (interval reaches 0)"))
+        if variant:
+            print(f"{'':14}   variant (not counted below): --set {' --set '.join(variant)}")
+        if row.get("note"):
+            print(f"{'':14}   note: {row['note']}")
+        for key, arms in row.get("also", {}).items():
+            print(f"{'':14}   also {key}: " + ", ".join(f"{a} {v:.3f}" for a, v in arms.items() if v is not None))
+    own = [row for (_, variant), row in latest.items() if not variant]
+    mean = sum(row["gain_points"] for row in own) / len(own) if own else 0.0
+    return mean, sum(row["significant"] for row in own), len(own)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", help=f"one of {', '.join(TASKS)}, or a folder with a benchmark.json")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="RL training seeds (at least 2)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, results kept apart (rl_gain_quick.jsonl)")
+    parser.add_argument("--with-base", action="store_true", help="also evaluate the base model on the held-out tasks")
+    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for every run (repeatable), e.g. --set model.path=tiny-random")
+    parser.add_argument("--work", type=Path, help="work folder (default: runs/rl_gain/TASK/TIME); reused if it exists")
+    parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/rl_gain.jsonl)")
+    parser.add_argument("--note", default="", help="kept with the result, e.g. 'machine shared, load ~10'")
+    parser.add_argument("--summary", action="store_true", help="print the table of the results file")
+    parser.add_argument("--list", action="store_true", help="list the tasks")
+    args = parser.parse_args(argv)
+    out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
+    if args.list:
+        for name, folder in TASKS.items():
+            print(f"{name:14} {folder}")
+        return
+    if args.task:
+        if len(args.seeds) < 2 and not args.quick:
+            parser.error("--seeds: at least 2 training seeds (one seed cannot tell RL from its luck)")
+        name, folder, spec = task_spec(args.task)
+        work = args.work or REPO / "runs" / "rl_gain" / name / time.strftime("%Y%m%d-%H%M%S")
+        row = measure_task(name, folder, spec, args.seeds, work, quick=args.quick, with_base=args.with_base,
+                           extra=args.extra, note=args.note)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+    elif not args.summary:
+        parser.error("give --task NAME, --summary or --list")
+    mean, with_gain, n = summary(out)
+    print(f"rl_gain_points_mean={mean:.1f} tasks_with_gain={with_gain}/{n}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""benchmarks/rl_gain.py end to end in --quick mode on the tiny model: every phase runs as a subprocess of
+the CLI, the row lands in the results file, the summary's last line is there, and a second call with the
+same --work reuses every finished phase."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_rl_gain_quick_on_the_tiny_model(tmp_path: Path) -> None:
+    out, work = tmp_path / "rl_gain.jsonl", tmp_path / "work"
+    command = [sys.executable, str(ROOT / "benchmarks" / "rl_gain.py"), "--task", "countdown", "--quick",
+               "--set", "model.path=tiny-random", "--work", str(work), "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    row = json.loads(out.read_text())
+    assert row["task"] == "countdown" and row["quick"] and row["seeds"] == [1, 2] and row["tasks"] == 6
+    assert row["measure"] == "success_rate" and len(row["rl"]) == 2 and row["heldout_tasks"] == 128
+    assert {p.name for p in work.iterdir()} >= {"sft", "sft-model", "eval-sft", "rl-seed1", "rl-seed2",
+                                               "eval-rl-seed1", "eval-rl-seed2"}
+    # the random model solves nothing, before RL or after: a gain of 0, its interval [0, 0], not counted
+    assert (row["gain_points"], row["ci_low"], row["ci_high"], row["significant"]) == (0.0, 0.0, 0.0, False)
+    # a --set run is a variant: listed under its task, not counted in the last line
+    assert "variant (not counted below): --set model.path=tiny-random" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "rl_gain_points_mean=0.0 tasks_with_gain=0/0"
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert again.returncode == 0 and len(out.read_text().splitlines()) == 2
+    assert json.loads(out.read_text().splitlines()[1])["phase_minutes"]["rl"] < 0.1  # nothing trained again

@@ -1,0 +1,75 @@
+"""benchmarks/paired.py and measures.py: the paired gain and its bootstrap interval on hand-made numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import measures  # noqa: E402
+from paired import bootstrap_interval, gain, paired_differences  # noqa: E402
+
+
+def test_paired_differences_average_the_seeds_first():
+    # task a: sft 0, seeds 1 and 0 -> 0.5; task b: sft 1, seeds 1, 1 -> 0; task c: sft 0, seeds 0, 1 -> 0.5
+    sft = {"a": 0.0, "b": 1.0, "c": 0.0, "d": 1.0}
+    rl = [{"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 1.0, "d": 1.0}]
+    assert paired_differences(sft, rl) == {"a": 0.5, "b": 0.0, "c": 0.5}  # d: missing in seed 1, left out
+
+
+def test_gain_of_a_clear_improvement_has_an_interval_above_zero():
+    # 100 tasks: SFT solves 20 of them; both seeds solve those 20 and 30 more -> every d_t is 0 or 1,
+    # the mean 0.30. The bootstrap's mean of 100 draws of a 0/1 variable with p = 0.3 has sd
+    # sqrt(0.3 * 0.7 / 100) = 0.0458: the 95% interval is about 0.30 +- 0.09.
+    sft = {f"t{i}": float(i < 20) for i in range(100)}
+    seed = {f"t{i}": float(i < 50) for i in range(100)}
+    g = gain(sft, [seed, seed])
+    assert (g.tasks, g.clusters, g.sft, g.rl, g.mean, g.per_seed) == (100, 100, 0.2, [0.5, 0.5], 0.3, [0.3, 0.3])
+    assert 0.20 < g.low < 0.23 and 0.37 < g.high < 0.40 and g.significant
+
+
+def test_a_gain_within_the_noise_is_not_counted():
+    # 100 tasks, +1 on 10 and -1 on 6: mean 0.04, sd of the mean sqrt((16/100 - 0.04^2) / 100) = 0.0398
+    # -> the interval reaches below 0, so the task does not count as improved
+    sft = {f"t{i}": 0.0 if i < 10 else 1.0 if i < 16 else 0.0 for i in range(100)}
+    rl = {f"t{i}": 1.0 if i < 10 else 0.0 for i in range(100)}
+    g = gain(sft, [rl, rl])
+    assert g.mean == pytest.approx(0.04) and g.low < 0 < g.high and not g.significant
+
+
+def test_bootstrap_is_seeded_and_a_constant_difference_has_a_point_interval():
+    diffs = {f"t{i}": (i % 3) / 2 for i in range(30)}
+    assert bootstrap_interval(diffs, resamples=500, seed=7) == bootstrap_interval(diffs, resamples=500, seed=7)
+    assert bootstrap_interval({f"t{i}": 0.25 for i in range(10)}, resamples=200) == (0.25, 0.25)
+    with pytest.raises(ValueError, match="no paired task"):
+        bootstrap_interval({})
+
+
+def test_clusters_are_resampled_whole():
+    # two clusters of 50 identical tasks each: +1 and -1. Task by task the interval is narrow around 0
+    # (sd 0.1); by cluster there are 2 units, so a resample is all +1, all -1 or mixed: the interval
+    # spans [-1, 1].
+    diffs = {f"t{i}": 1.0 if i < 50 else -1.0 for i in range(100)}
+    clusters = {t: ("x" if d > 0 else "y") for t, d in diffs.items()}
+    low, high = bootstrap_interval(diffs, resamples=2000)
+    assert -0.25 < low < 0 < high < 0.25
+    assert bootstrap_interval(diffs, clusters, resamples=2000) == (-1.0, 1.0)
+    assert gain(dict.fromkeys(diffs, 0.0), [diffs, diffs], clusters, resamples=100).clusters == 2
+
+
+def test_measures_refuse_the_reward_and_read_episodes():
+    with pytest.raises(ValueError, match="format credit"):
+        measures.check("reward_mean")
+    with pytest.raises(ValueError, match="not one of"):
+        measures.check("solved")
+    episode = {"success": True, "reward_parts": {"elicited": 0.5}, "metrics": {"seer_accuses_seen_wolf": 1.0}}
+    assert measures.from_episode(episode, "success_rate") == 1.0
+    assert measures.from_episode(episode, "reward_parts.elicited") == 0.5
+    assert measures.from_episode(episode, "workflow_metrics.seer_accuses_seen_wolf") == 1.0
+    assert measures.from_episode({"success": False, "metrics": {}}, "workflow_metrics.seer_accuses_seen_wolf") is None
+    report = {"success_rate": 0.25, "workflow_metrics": {"win": 0.5}, "reward_parts": {}}
+    assert measures.from_report(report, "success_rate") == 0.25
+    assert measures.from_report(report, "workflow_metrics.win") == 0.5
+    assert measures.from_report(report, "reward_parts.elicited") is None
