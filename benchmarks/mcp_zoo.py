@@ -10,7 +10,7 @@ Nothing hand-written reaches the pipeline. Published servers are installed first
 stage, since a server's write tools (git commit, checkout) may have changed them.
 
     python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
-                                 [--val-limit N] [key=value ...]
+                                 [--rl] [--val-limit N] [key=value ...]
 
 The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
 Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
@@ -39,7 +39,7 @@ import zoo_fixtures  # noqa: E402
 import zoo  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from mcp_pipeline import cpu, rows  # noqa: E402  (the same CPU label and row count as the two-server benchmark)
+from mcp_pipeline import cpu, rows, sft_checkpoint  # noqa: E402  (the same CPU label, row count and SFT checkpoint as the two-server benchmark)
 
 
 class StageFailed(RuntimeError):
@@ -103,7 +103,8 @@ def rebuild_fixtures(name: str) -> None:
         zoo_fixtures.build(zoo.FIXTURES, list(published.fixtures))
 
 
-def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int | None, tools: list[str]) -> dict:
+def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int | None, tools: list[str],
+             rl: bool = False) -> dict:
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -121,16 +122,28 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int
     rebuild_fixtures(name)
     seconds["demos"] = run(["ajet", "generate", "demos", *conf, "--tasks", str(out / "tasks.jsonl"),
                             "--out", str(out / "sft.jsonl"), *common], out / "demos.log")
-    seconds["train"] = run(["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common], out / "train.log")
+    train = ["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common]
+    if rl:
+        # GRPO's tasks: the same bank phrased anew (another seed), questions the SFT demos never showed
+        rebuild_fixtures(name)
+        seconds["rl_tasks"] = run(["ajet", "generate", "tasks", *conf, "--from-calls", str(out / "calls.jsonl"),
+                                   "-n", str(n), "--seed", "1", "--out", str(out / "rl_tasks.jsonl"), *common],
+                                  out / "rl_tasks.log")
+        train += [f"task_reader.train={out / 'rl_tasks.jsonl'}", "algorithm=[sft,grpo]"]
+    seconds["train"] = run(train, out / "train.log")
     t0 = time.time()
     base = val_success(name, None, out / "eval_base.log", val_limit)
-    trained = val_success(name, out / "run", out / "eval_trained.log", val_limit)
+    sft_model = sft_checkpoint(out / "run") if rl else out / "run"
+    trained = val_success(name, sft_model, out / "eval_trained.log", val_limit)
     seconds["eval"] = time.time() - t0
+    figures = {}
+    if rl:  # the tutorial ships SFT; what GRPO adds is measured from the same run, past its SFT checkpoint
+        figures["rl_success"] = val_success(name, out / "run", out / "eval_rl.log", val_limit)
     kept = kept_tools(out / "calls.jsonl") & set(tools)
     return {"server": name, "tools": len(tools), "tools_kept": len(kept),
             "tools_without_kept_call": sorted(set(tools) - kept), "calls": rows(out / "calls.jsonl"),
             "tasks": rows(out / "tasks.jsonl"), "demos": rows(out / "sft.jsonl"),
-            "base_success": base, "trained_success": trained,
+            "base_success": base, "trained_success": trained, **figures,
             "minutes": round((time.time() - started) / 60, 1), "seconds": {k: round(v) for k, v in seconds.items()}}
 
 
@@ -144,6 +157,9 @@ def main() -> None:
     parser.add_argument("--servers", default=None, help="comma-separated zoo servers (default: those of --split)")
     parser.add_argument("-n", type=int, default=180, help="call-first tasks per server (the tutorial's 180)")
     parser.add_argument("--out", type=Path, default=None, help="append one JSON line of results per server here")
+    parser.add_argument("--rl", action="store_true", help="also GRPO after SFT (algorithm=[sft,grpo] on the bank "
+                        "phrased anew, as the tutorial's README says): trained_success stays the SFT checkpoint's, "
+                        "rl_success is the final one's")
     parser.add_argument("--val-limit", type=int, default=None, help="score only the first N val questions "
                         "(a smoke test; the reported figures use them all)")
     args, overrides = parser.parse_known_args()
@@ -167,7 +183,7 @@ def main() -> None:
     for name in names:
         tools = tool_names(name)
         try:
-            result = pipeline(name, args.n, overrides, root, args.val_limit, tools)
+            result = pipeline(name, args.n, overrides, root, args.val_limit, tools, args.rl)
         except StageFailed as exc:
             # a stage that fails is the pipeline failing on this server: it scores 0, and the others still run
             kept = kept_tools(root / name / "calls.jsonl") & set(tools)
@@ -179,17 +195,22 @@ def main() -> None:
         results.append(result)
         if "error" not in result:
             print(f"{name} ({result['split']}): tools {result['tools_kept']}/{result['tools']}, tasks {result['tasks']}, "
-                  f"base {result['base_success']:.3f} -> trained {result['trained_success']:.3f}, "
-                  f"{result['minutes']} min", flush=True)
+                  f"base {result['base_success']:.3f} -> trained {result['trained_success']:.3f}"
+                  + (f" -> +GRPO {result['rl_success']:.3f}" if "rl_success" in result else "")
+                  + f", {result['minutes']} min", flush=True)
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             with args.out.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
     tools_total = sum(r["tools"] for r in results)
     covered = f"{sum(r['tools_kept'] for r in results) / tools_total:.3f}" if tools_total else "n/a"
+    rl_part = ""
+    if args.rl:
+        rl_part = (f" heldout_mean_rl={mean([r.get('rl_success', 0.0) for r in results if r['split'] == 'heldout'])}"
+                   f" dev_mean_rl={mean([r.get('rl_success', 0.0) for r in results if r['split'] == 'dev'])}")
     print(f"heldout_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'heldout'])} "
           f"dev_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'dev'])} "
-          f"tools_covered={covered} minutes={(time.time() - started) / 60:.1f}")
+          f"tools_covered={covered} minutes={(time.time() - started) / 60:.1f}{rl_part}")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,34 @@ def rebased(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _optional_count(step: dict[str, Any]) -> int:
+    return sum(1 for name in step.get("optional") or [] if name in step["arguments"])
+
+
+def plainest(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bank with each call fed by a call that set optional arguments fed instead by a call of the
+    same tool that set fewer and returned the same value under the same key: exploration records the
+    first call a value came from (list_rooms(min_capacity=1, has_video=false)), a user lists the rooms
+    plainly (list_rooms()), and a chain through an argument sent at its default is no task at all."""
+    leaves = {row["id"]: answer_paths(row) for row in bank}
+    by_id = {row["id"]: row for row in bank}
+    out = []
+    for row in bank:
+        links = row.get("inputs_from") or []
+        parent = by_id.get(links[0]["call"]) if len(links) == 1 else None
+        if parent is not None and _optional_count(parent):
+            value = row["arguments"].get(links[0]["argument"])
+            plainer = sorted((o for o in bank if o["tool"] == parent["tool"] and not _odd_options(o)
+                              and _optional_count(o) < _optional_count(parent)), key=_optional_count)
+            for other in plainer:
+                paths = [p for p, leaf in leaves[other["id"]] if values_match(leaf, value) and p[-1:] == links[0]["path"][-1:]]
+                if paths:
+                    row = {**row, "inputs_from": [{**links[0], "call": other["id"], "path": paths[0]}]}
+                    break
+        out.append(row)
+    return out
+
+
 def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies of the calls fed by one earlier result, fed instead by another tool's call that returned the
     same value under a key naming the argument: exploration records the first call a value came from
@@ -323,7 +351,7 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     (the recorded source of a passed value, or another tool's call that returned it: `other_sources`).
     A chain uses each tool once, and its answer must be new: a value the user gave or an earlier call
     already returned makes the last call needless ("the member id of M-1648's loans")."""
-    bank = rebased(bank)
+    bank = plainest(rebased(bank))
     bank = unpaired([*bank, *other_sources(bank)])
     by_id = {row["id"]: row for row in bank}
     chains: list[list[dict[str, Any]]] = [[row] for row in bank if "~" not in row["id"]]

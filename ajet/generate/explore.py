@@ -175,9 +175,10 @@ class Explorer:
     def pool(self, tool: _Tool, spec: ArgSpec) -> list[Value]:
         values = sorted(self.pools[(tool.name, spec.name)].values(),
                         key=lambda v: (_RANK[v.origin], v.shared, self._own(tool.name, v)))
-        if any(v.origin not in ("generic", "wildcard") for v in values):
+        if any(v.origin not in ("generic", "wildcard", "schema_default") for v in values):
             # 1, 2.5, 10, 100 only without a hint; a one-letter search always (a description's
-            # "full or partial name" names no record)
+            # "full or partial name" names no record); beside a lone default (max_count 10) they are the
+            # only values a user would ask for, since the default itself is never asked
             values = [v for v in values if v.origin != "generic"]
         if not values and (tool.name, spec.name) in self.free_text:
             values = list(self.loose.values())
@@ -207,8 +208,9 @@ class Explorer:
                 item = item_spec(spec)
                 if item is not None:  # customer_ids <- [a customer's id]
                     fits = [graph_value(leaf, [leaf.value]) for leaf in found if feeds(item, leaf)]
-                else:
-                    fits = [graph_value(leaf, leaf.value) for leaf in found if feeds(spec, leaf, about)]
+                else:  # an id returned as a number (survey 101) goes to a text argument as text
+                    fits = [graph_value(leaf, str(leaf.value) if spec.type == "string" else leaf.value)
+                            for leaf in found if feeds(spec, leaf, about)]
                     # (a search argument is not starved: its own wildcard results name what to search)
                     if not fits and (tool.name, spec.name) in self.starved and all(
                             v.origin == "generic" for v in self.pools[(tool.name, spec.name)].values()):

@@ -347,8 +347,9 @@ def feeds(spec: ArgSpec, leaf: Leaf, tool_words: set[str] | None = None) -> bool
     member's name, search_books(query) <- a book's title, never a book's title as a member's name)."""
     if spec.schema.get("enum") or "const" in spec.schema:
         return False
-    if spec.type == "string" and not isinstance(leaf.value, str):
-        return False
+    if spec.type == "string" and not isinstance(leaf.value, str) and not (
+            isinstance(leaf.value, int) and not isinstance(leaf.value, bool) and leaf.key_words & {"id", "code", "number"}):
+        return False  # (a whole-number id fits a text argument: survey_id 101 <- "101")
     if spec.type in ("integer", "number") and not isinstance(leaf.value, (int, float)):
         return False
     if spec.type == "integer" and not float(leaf.value).is_integer():

@@ -66,7 +66,7 @@ def structured(result: Any) -> Any:
             pass
     if _NUMBER.fullmatch(text):
         return _scalar(text)
-    for reader in (_html_table, _markdown_table, _labelled, _id_lines):
+    for reader in (_html_table, _markdown_table, _labelled, _id_lines, _counted):
         found = reader(text)
         if found is not None:
             return found
@@ -120,6 +120,21 @@ def _markdown_table(text: str) -> Any:
         return [c.strip() for c in line.strip("|").split("|")]
     header = cells(lines[0])
     return [dict(zip(header, (_scalar(c) for c in cells(line)))) for line in lines[2:]]
+
+
+_COUNTED = re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)\s+([a-z]{3,20})\b")
+
+
+def _counted(text: str) -> Any:
+    """Prose that counts things ('parks at Chirico Trailhead (60 spaces)') as {thing: number}, when
+    each thing is counted once."""
+    if len(text) > 2000:
+        return None
+    found = [(m.group(2), _scalar(m.group(1))) for m in _COUNTED.finditer(text)]
+    names = [name for name, _ in found]
+    if not found or len(set(names)) != len(names):
+        return None
+    return dict(found)
 
 
 _BOLD = re.compile(r"\*\*([^*]{1,80})\*\*|__([^_]{1,80})__")
