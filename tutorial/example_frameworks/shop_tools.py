@@ -1,0 +1,67 @@
+"""The tutorial's local tool set: a small shop's prices, stock and currency rates, as plain Python
+functions. Every framework tutorial here wraps these same three functions in its own tool type, so
+the five agents differ only in how their framework talks to the model.
+
+The data are fixed (no clock, no network): tasks carry exact expected numbers.
+"""
+
+from __future__ import annotations
+
+# Item -> (price in USD, units in stock).
+ITEMS: dict[str, tuple[float, int]] = {
+    "hammer": (12.5, 40),
+    "screwdriver": (6.75, 85),
+    "wrench": (14.2, 23),
+    "drill": (89.0, 7),
+    "saw": (24.3, 16),
+    "tape measure": (9.4, 52),
+    "ladder": (129.0, 4),
+    "paint brush": (4.6, 120),
+    "flashlight": (18.9, 31),
+    "glue gun": (21.5, 12),
+    "level": (16.8, 27),
+    "toolbox": (39.5, 9),
+    "shovel": (27.9, 18),
+    "rake": (19.6, 22),
+    "sander": (64.0, 6),
+    "clamp": (8.3, 64),
+    "chisel": (11.7, 35),
+    "pliers": (10.2, 47),
+    "stapler": (15.4, 29),
+    "crowbar": (22.8, 14),
+}
+
+# Currency -> units of it for one USD.
+RATES: dict[str, float] = {"EUR": 0.92, "GBP": 0.79, "JPY": 151.0, "CAD": 1.37}
+
+
+def _item(name: str) -> str:
+    """The item's key: case and spacing ignored, a plural 's' too; an unknown item lists the known ones."""
+    key = " ".join(str(name).lower().split())
+    for candidate in (key, key.removesuffix("s")):
+        if candidate in ITEMS:
+            return candidate
+    raise ValueError(f"unknown item {name!r}; the shop sells: {', '.join(ITEMS)}")
+
+
+def get_price(item: str) -> dict:
+    """Price of one item in the shop, in USD."""
+    name = _item(item)
+    return {"item": name, "price_usd": ITEMS[name][0]}
+
+
+def get_stock(item: str) -> dict:
+    """How many units of an item the shop has in stock."""
+    name = _item(item)
+    return {"item": name, "in_stock": ITEMS[name][1]}
+
+
+def convert_currency(amount_usd: float, currency: str) -> dict:
+    """Convert an amount in USD to EUR, GBP, JPY or CAD."""
+    code = str(currency).upper().strip()
+    if code not in RATES:
+        raise ValueError(f"unknown currency {currency!r}; known: {', '.join(RATES)}")
+    return {"amount_usd": amount_usd, "currency": code, "amount": round(float(amount_usd) * RATES[code], 2)}
+
+
+TOOLS = [get_price, get_stock, convert_currency]
