@@ -28,7 +28,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -36,9 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ajet.gateway.chat_request import ChatRequest, parse_chat_request
 from ajet.gateway.request import bad_request, validate
-
-if TYPE_CHECKING:
-    from ajet.gateway.server import Gateway
 
 _TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 
@@ -247,8 +244,8 @@ def response_events(response: dict[str, Any]) -> Iterator[str]:
                 response=response)
 
 
-async def create_response(gateway: Gateway, request: Request) -> Response:
-    """The `POST /v1/responses` handler."""
+async def create_response(gateway: Any, request: Request) -> Response:
+    """The `POST /v1/responses` handler of `gateway` (an `ajet.gateway.server.Gateway`)."""
     parsed: list[ResponsesRequest] = []
 
     def parse(body: Any) -> ChatRequest:

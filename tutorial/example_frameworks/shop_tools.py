@@ -2,7 +2,9 @@
 functions. Every framework tutorial here wraps these same three functions in its own tool type, so
 the five agents differ only in how their framework talks to the model.
 
-The data are fixed (no clock, no network): tasks carry exact expected numbers.
+The data are fixed (no clock, no network): tasks carry exact expected numbers. A wrong argument is
+answered, not raised: `{"error": "..."}` naming the valid values goes back to the model as the tool's
+result (some frameworks, LangGraph's ToolNode among them, let a tool's exception end the run).
 """
 
 from __future__ import annotations
@@ -35,33 +37,38 @@ ITEMS: dict[str, tuple[float, int]] = {
 RATES: dict[str, float] = {"EUR": 0.92, "GBP": 0.79, "JPY": 151.0, "CAD": 1.37}
 
 
-def _item(name: str) -> str:
-    """The item's key: case and spacing ignored, a plural 's' too; an unknown item lists the known ones."""
+def _item(name: str) -> str | None:
+    """The item's key: case and spacing ignored, a plural 's' too; None when the shop has no such item."""
     key = " ".join(str(name).lower().split())
-    for candidate in (key, key.removesuffix("s")):
-        if candidate in ITEMS:
-            return candidate
-    raise ValueError(f"unknown item {name!r}; the shop sells: {', '.join(ITEMS)}")
+    return next((c for c in (key, key.removesuffix("s")) if c in ITEMS), None)
+
+
+def _unknown(what: str, value: object, known: object) -> dict:
+    return {"error": f"unknown {what} {value!r}; known: {', '.join(known)}"}
 
 
 def get_price(item: str) -> dict:
     """Price of one item in the shop, in USD."""
     name = _item(item)
-    return {"item": name, "price_usd": ITEMS[name][0]}
+    return {"item": name, "price_usd": ITEMS[name][0]} if name else _unknown("item", item, ITEMS)
 
 
 def get_stock(item: str) -> dict:
     """How many units of an item the shop has in stock."""
     name = _item(item)
-    return {"item": name, "in_stock": ITEMS[name][1]}
+    return {"item": name, "in_stock": ITEMS[name][1]} if name else _unknown("item", item, ITEMS)
 
 
 def convert_currency(amount_usd: float, currency: str) -> dict:
     """Convert an amount in USD to EUR, GBP, JPY or CAD."""
     code = str(currency).upper().strip()
     if code not in RATES:
-        raise ValueError(f"unknown currency {currency!r}; known: {', '.join(RATES)}")
-    return {"amount_usd": amount_usd, "currency": code, "amount": round(float(amount_usd) * RATES[code], 2)}
+        return _unknown("currency", currency, RATES)
+    try:
+        amount = round(float(amount_usd) * RATES[code], 2)
+    except (TypeError, ValueError):
+        return {"error": f"amount_usd must be a number, got {amount_usd!r}"}
+    return {"amount_usd": amount_usd, "currency": code, "amount": amount}
 
 
 TOOLS = [get_price, get_stock, convert_currency]
