@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+from typing import Any
 
 import openai
 
@@ -50,7 +51,11 @@ class FrameworkWorkflow(Workflow):
         if framework not in FRAMEWORKS:
             raise ValueError(f"framework = {framework!r}; this folder has agents for {', '.join(FRAMEWORKS)}")
         module, limits = FRAMEWORKS[framework]
-        self.agent_module = importlib.import_module(module)
+        try:
+            self.agent_module = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise ValueError(f"framework = {framework!r} needs the {exc.name!r} package: "
+                             "pip install -e '.[frameworks]'") from None
         self.limits = tuple(getattr(importlib.import_module(m), c) for m, c in (n.split(":") for n in limits))
         self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
 
