@@ -33,7 +33,8 @@ for step in (1, 2, 3):
     r.log(step, "sft", {"loss": 1.0 / step, "note": "not a number", "finished": True})
 r.close()
 """
-OFFLINE_VARS = ("WANDB_MODE", "WANDB_DIR", "SWANLAB_MODE", "SWANLAB_LOG_DIR", "MLFLOW_TRACKING_URI", "TRACKIO_DIR")
+OFFLINE_VARS = ("WANDB_MODE", "WANDB_DIR", "SWANLAB_MODE", "SWANLAB_LOG_DIR", "MLFLOW_TRACKING_URI",
+                "MLFLOW_ALLOW_FILE_STORE", "TRACKIO_DIR")
 
 
 def run_tracker(name: str, run: Path) -> dict:
@@ -102,12 +103,12 @@ def wandb_records(path: Path) -> list:
     return out
 
 
-def test_mlflow_file_store(tmp_path):
+def test_mlflow_file_store(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run_tracker("mlflow", run)
     from mlflow.tracking import MlflowClient
 
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow reads its file store only when allowed
     client = MlflowClient(tracking_uri=(run / "mlruns").resolve().as_uri())
     [found] = client.search_runs([client.get_experiment_by_name("ajet-test").experiment_id])
     history = client.get_metric_history(found.info.run_id, "sft/loss")
