@@ -1,6 +1,6 @@
-"""Watching a run, for every backbone: metrics.jsonl every step, TensorBoard when installed, a live
-line, a reward/loss curve PNG and a summary table at the end; and, on resume, dropping the log lines
-of steps about to be run again."""
+"""Watching a run, for every backbone: metrics.jsonl every step, the experiment trackers of
+`trainer.report_to` (ajet.backbone.reporters), a live line, a reward/loss curve PNG and a summary table
+at the end; and, on resume, dropping the log lines of steps about to be run again."""
 
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ def _step_seconds(metrics: dict[str, Any], since_last: float | None, since_start
 
 class Monitor:
     """Writes one JSON line per step to `run_dir/metrics.jsonl` (appending, so a resumed run keeps
-    its history) and mirrors scalars to TensorBoard if the package is installed."""
+    its history) and sends the scalars to `reporters` (the run's experiment trackers), if any."""
 
-    def __init__(self, run_dir: Path, total_steps: int, tensorboard: bool = True,
+    def __init__(self, run_dir: Path, total_steps: int, reporters: Any = None,
                  stages: list[tuple[str, int]] | None = None) -> None:
         self.run_dir = run_dir
         self.path = run_dir / "metrics.jsonl"
@@ -61,24 +61,14 @@ class Monitor:
         self._stage_started = self._started
         self._stage_steps = 0
         self._last_logged = self._started
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
-            except Exception:  # tensorboard not installed: metrics.jsonl is the record
-                self._tb = None
+        self.reporters = reporters  # ajet.backbone.reporters.Reporters
 
     def log(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
         row = {"step": step, "stage": stage, "time": round(time.time(), 3), **metrics}
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(finite_json(row), default=float, allow_nan=False) + "\n")
-        if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self._tb.add_scalar(f"{stage}/{key}", value, step)
-            self._tb.flush()
+        if self.reporters is not None:
+            self.reporters.log(step, stage, metrics)
         self._steps_done += 1
         self._print(step, stage, metrics)
 
@@ -117,8 +107,8 @@ class Monitor:
         return []
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+        if self.reporters is not None:
+            self.reporters.close()
 
 
 def finite_json(value: Any) -> Any:

@@ -321,6 +321,12 @@ class DpoConfig(_Section):
 
 class TrainerConfig(_Section):
     steps: int = Field(50, ge=0, description="RL steps (rollout + update) for grpo / ppo / online dpo.")
+    report_to: list[Literal["tensorboard", "wandb", "swanlab", "mlflow", "trackio"]] = Field(
+        default_factory=list,
+        description="Experiment trackers that get every step's scalars, the resolved config and the run folder's "
+        "path, offline and inside the run folder unless their own environment variables say otherwise "
+        "(docs/training.md, Experiment trackers). metrics.jsonl and curves.png are written whatever it holds. "
+        "The swift and llamafactory backbones pass it to their trainers' own report_to.")
     lr: float = Field(1e-5, gt=0, description="Peak learning rate.")
     lr_schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="LR schedule over steps.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")

@@ -35,6 +35,7 @@ from ajet.gateway.request import (
     gone_response, install_error_handlers, openai_error, read_json, stop_list, until_disconnected,
 )
 from ajet.gateway.constraints import guided_decoding
+from ajet.gateway.responses import create_response
 from ajet.models import eos_token_ids
 from ajet.render import ChatRenderer, tools_key
 from ajet.gateway.tool_parser import parse_tool_calls
@@ -76,6 +77,7 @@ class Gateway:
         self.router = APIRouter()
         self.router.add_api_route("/v1/models", self.list_models, methods=["GET"])
         self.router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
+        self.router.add_api_route("/v1/responses", self.responses, methods=["POST"])
         self.router.add_api_route("/v1/ajet/keys", self.agent_key, methods=["POST"])
         self.exposed = False  # bound beyond loopback: every route, /v1/models too, needs a live episode key
         # The engine's own stop ids when it has them (the hf engine reads every source); else the same
@@ -100,6 +102,26 @@ class Gateway:
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0, "owned_by": "ajet"}]}
 
     async def chat_completions(self, request: Request) -> Response:
+        chats: list[ChatRequest] = []
+
+        def parse(body: Any) -> ChatRequest:
+            chats.append(parse_chat_request(body))
+            return chats[0]
+
+        result = await self.run_call(request, parse)
+        if isinstance(result, Response):
+            return result
+        if chats[0].stream:
+            return StreamingResponse(_sse_chunks(result, chats[0]), media_type="text/event-stream")
+        return JSONResponse(result)
+
+    async def responses(self, request: Request) -> Response:
+        """`POST /v1/responses`: the Responses API, answered by the same call path (ajet.gateway.responses)."""
+        return await create_response(self, request)
+
+    async def run_call(self, request: Request, parse: Callable[[Any], ChatRequest]) -> dict[str, Any] | Response:
+        """One LLM call, whatever API it came in: authorise the key, read the body, `parse` it into the chat
+        request it means, complete it. The chat completion, or the error response to send instead."""
         self.requests += 1
         session, agent, failure = self._authorise(request)
         if failure is not None:
@@ -107,13 +129,10 @@ class Gateway:
         try:
             with self.busy.hold(), session.model_clock.hold():  # not counted against episode timeouts
                 body = await read_json(request, max_bytes=self.max_request_bytes, timeout_s=self.body_timeout_s)
-                chat = parse_chat_request(body)
-                result = await until_disconnected(request, self._complete(session, agent, chat))
+                chat = parse(body)
+                return await until_disconnected(request, self._complete(session, agent, chat))
         except (AjetError, ClientGone) as exc:
             return failure_response(exc)
-        if chat.stream:
-            return StreamingResponse(_sse_chunks(result, chat), media_type="text/event-stream")
-        return JSONResponse(result)
 
     # ------------------------------------------------------------------ steps
     async def agent_key(self, request: Request) -> Response:

@@ -44,6 +44,11 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
     if problems:
         return ParsedOutput(content=text, malformed=len(problems), error=problems[-1])
     content = _BLOCK.sub("", text).strip()
+    # Ids that sort in the order the model wrote the calls: some frameworks (smolagents) order
+    # parallel calls by id when they write them into the history. 12 hex digits, as OpenAI-like ids.
+    reply = secrets.token_hex(5)
+    for i, call in enumerate(calls):
+        call["id"] = f"call_{reply}{i:02x}"
     return ParsedOutput(content=content, tool_calls=calls)
 
 
@@ -65,7 +70,7 @@ def _parse_block(raw: str, tool_names: set[str] | None) -> tuple[dict[str, Any],
     if tool_names is not None and data["name"] not in tool_names:
         return {}, f"tool {data['name']!r} was not offered"
     call = {
-        "id": f"call_{secrets.token_hex(6)}",  # 12 hex digits
+        "id": "",  # set by parse_tool_calls
         "type": "function",
         "function": {"name": data["name"], "arguments": json.dumps(arguments, ensure_ascii=False)},
     }

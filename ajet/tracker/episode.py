@@ -50,6 +50,7 @@ class EpisodeTracker:
         turn = GeneratedTurn(call.completion_ids, call.completion_logprobs, ends_with_eos, call.index)
         with self._lock:
             self._untrain_out_of_context(call)
+            self._supersede_retried(call)
             call.index = len(self.calls)
             turn.call_index = call.index
             self.calls.append(call)
@@ -58,6 +59,20 @@ class EpisodeTracker:
             if "<think>" in content:
                 stripped = {**returned_message, "content": strip_think(content)}
                 self._stripped.add((call.agent, message_fingerprint(stripped)))
+
+    def _supersede_retried(self, call: LLMCall) -> None:
+        """A call whose prompt is, token for token, an earlier call's of the same agent whose answer no
+        call has sent back since, is that call asked again: a client's or a framework's retry after a
+        timeout or a lost answer. The earlier answer reached no later prompt and no outcome, so it is
+        kept in the record (`superseded_by`) but not trained, and not spliced: one sample, not two."""
+        used = {seg.call_index for c in self.calls for seg in c.prompt_segments if seg.call_index is not None}
+        prompt = call.prompt_ids
+        for earlier in self.calls:
+            if (earlier.agent == call.agent and earlier.superseded_by is None and earlier.index not in used
+                    and len(earlier.prompt_ids) == len(prompt) and earlier.prompt_ids == prompt):
+                earlier.superseded_by, earlier.trained = len(self.calls), False
+                for turns in self._turns.values():
+                    turns[:] = [t for t in turns if t.call_index != earlier.index]
 
     def _untrain_out_of_context(self, call: LLMCall) -> None:
         """A spliced generation is trained only where it follows the very prompt it was sampled

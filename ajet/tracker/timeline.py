@@ -41,6 +41,7 @@ class LLMCall:
     parse_error: str | None = None
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
+    superseded_by: int | None = None  # the call that asked the same prompt again: this one is not trained
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -83,6 +84,7 @@ class LLMCall:
             "tool_call_parse_failed": self.tool_call_parse_failed,
             "parse_error": self.parse_error,
             "seconds": round(self.seconds, 4),
+            **({"superseded_by": self.superseded_by} if self.superseded_by is not None else {}),
         }
 
 

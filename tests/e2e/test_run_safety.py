@@ -261,7 +261,7 @@ def test_a_huge_finite_reward_is_a_judge_failure_and_costs_no_other_group(projec
 def test_metrics_jsonl_writes_null_for_nan_and_inf(tmp_path):
     from ajet.backbone.monitor import Monitor
 
-    monitor = Monitor(tmp_path, 1, tensorboard=False)
+    monitor = Monitor(tmp_path, 1)
     monitor.log(1, "grpo", {"loss": float("nan"), "grad_norm": float("inf"), "parts": [float("-inf"), 1.0]})
     row = _strict_json((tmp_path / "metrics.jsonl").read_text())
     assert row["loss"] is None and row["grad_norm"] is None and row["parts"] == [None, 1.0]

@@ -160,7 +160,7 @@ async def test_time_waiting_on_the_engine_does_not_count_against_the_episode_tim
 
 
 def test_the_step_line_says_how_many_timed_out_and_why(tmp_path, capsys):
-    monitor = Monitor(tmp_path, total_steps=3, tensorboard=False)
+    monitor = Monitor(tmp_path, total_steps=3)
     monitor.log(1, "grpo", {"reward_mean": 0.5, "failed": 3, "judge_failed": 1, "timed_out": 2,
                             "timed_out_busy_s": 41.2, "errors/TimeoutError": 2})
     printed = capsys.readouterr()  # a plain line on stdout without a terminal, a rich one on stderr with one

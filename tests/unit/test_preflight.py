@@ -69,7 +69,7 @@ def test_plain_progress_lines_when_stdout_is_not_a_terminal(tmp_path: Path, caps
     from ajet.backbone.monitor import Monitor
 
     monkeypatch.delenv("AJET_PROGRESS", raising=False)
-    monitor = Monitor(tmp_path, total_steps=3, tensorboard=False)
+    monitor = Monitor(tmp_path, total_steps=3)
     monitor.log(1, "sft", {"loss": 0.5, "train_tokens_per_s": 1234.0})
     monitor.log(2, "grpo", {"reward_mean": 0.25, "rollout_tokens_per_s": 88.0, "failed": 1})
     lines = capsys.readouterr().out.splitlines()

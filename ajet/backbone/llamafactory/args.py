@@ -108,6 +108,8 @@ def stage_args(cfg: AjetConfig, stage: str, *, model_path: str, dataset_dir: Pat
         "max_grad_norm": trainer.grad_clip, "seed": trainer.seed, "use_cpu": not cuda,
         **_precision(cfg, cuda), **TUNABLE,
     }
+    if trainer.report_to:  # LLaMA-Factory's own trackers (their env: run.py)
+        args["report_to"] = list(trainer.report_to)
     if trainer.save_every:
         args["save_steps"] = trainer.save_every
     else:

@@ -36,6 +36,7 @@ from ajet.backbone.launch import run_streaming
 from ajet.backbone.llamafactory import checkpoints
 from ajet.backbone.llamafactory.args import check_config, dataset_info, stage_args
 from ajet.backbone.llamafactory.convert import ConversionReport, convert_file
+from ajet.backbone.reporters import tracker_env
 from ajet.backbone.llamafactory.env import backend_env, environment_python
 from ajet.backbone.llamafactory.tokens import token_rows, write_tokenized
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
@@ -69,7 +70,7 @@ class LlamaFactoryRun:
             self.work = self.run_dir / "llamafactory"
             self.work.mkdir(parents=True, exist_ok=True)
             save_resolved_config(cfg, self.run_dir)
-            self.monitor = Monitor(self.run_dir, total_steps=0, tensorboard=False)
+            self.monitor = Monitor(self.run_dir, total_steps=0)
         except BaseException:
             self.lock.release()
             raise
@@ -165,7 +166,8 @@ class LlamaFactoryRun:
                       f"LLaMA-Factory's output goes to {log}")
         try:
             run_streaming([str(cli), "train", str(self.work / f"{stage}.yaml")], name=f"llamafactory-cli train ({stage})",
-                          log_path=log, on_line=parser.feed, cwd=self.work, env=backend_env(),
+                          log_path=log, on_line=parser.feed, cwd=self.work,
+                          env={**backend_env(), **tracker_env(self.cfg.trainer.report_to, self.run_dir)},
                           idle_timeout_s=self.cfg.backbone.llamafactory.idle_timeout_s)
         except BackboneError as exc:
             if "SIGKILL" not in str(exc):

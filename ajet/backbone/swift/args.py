@@ -32,6 +32,7 @@ _FROM_AJET = {
     "lr_scheduler_type": "trainer.lr_schedule", "warmup_steps": "trainer.warmup_steps",
     "weight_decay": "trainer.weight_decay", "max_grad_norm": "trainer.grad_clip", "seed": "trainer.seed",
     "save_total_limit": "trainer.keep_last", "num_train_epochs": "sft.epochs / dpo.epochs",
+    "report_to": "trainer.report_to",
     "max_steps": "trainer.steps", "num_generations": "rollout.group_size", "temperature": "rollout.temperature",
     "top_p": "rollout.top_p", "max_completion_length": "rollout.max_tokens_per_turn",
     "max_turns": "rollout.max_turns", "epsilon": "grpo.epsilon", "epsilon_high": "grpo.epsilon_high",
@@ -150,6 +151,7 @@ def optimizer_args(cfg: AjetConfig, lr: float, total_steps: int) -> dict[str, An
         "save_strategy": "steps", "save_steps": save_steps, "save_total_limit": t.keep_last,
         "logging_steps": 1, "eval_strategy": "no", "split_dataset_ratio": 0,
         "dataloader_num_workers": 0, "dataset_num_proc": 1, "add_version": False,
+        **({"report_to": list(t.report_to)} if t.report_to else {}),  # swift's own trackers (their env: run.py)
     }
 
 

@@ -26,6 +26,7 @@ from rich.console import Console
 from ajet.backbone.envs import ajet_path_entry
 from ajet.backbone.launch import run_streaming
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics
+from ajet.backbone.reporters import tracker_env
 from ajet.backbone.swift import args as swift_args
 from ajet.backbone.swift import data as swift_data
 from ajet.backbone.swift.env import swift_python
@@ -69,6 +70,7 @@ class SwiftRun:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ajet_path_entry()), env.get("PYTHONPATH")) if p)
         env.update(PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", MODELSCOPE_REPO_TREE_PAGE_MAX_ATTEMPTS="1")
+        env.update(tracker_env(self.cfg.trainer.report_to, self.run_dir))  # offline, in the run folder
         if self.cfg.model.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         if swift.nproc_per_node > 1 or swift.nnodes > 1:
