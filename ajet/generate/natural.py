@@ -392,7 +392,8 @@ def _person(given: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[str, di
 # converts ('per GJ') from one that does not, and a noun made from a verb is most often asked with
 # the verb; both were too rare at equal odds (ajet.generate.call_tasks.template_question).
 WEIGHTS = {"ask": 1.0, "request": 1.0, "terse": 0.5, "unit": 2.0, "verb": 2.0, "first_person": 1.0,
-           "possessive": 1.0, "person": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0, "expression": 1.0}
+           "possessive": 1.0, "person": 1.0, "pair": 1.0, "conversion": 1.0, "converted": 1.0, "expression": 1.0,
+           "expression_words": 2.0}
 
 
 def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
@@ -455,13 +456,34 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
         add("verb", verbs)
     expressions = [v for v in given.values() if isinstance(v, str) and _EXPRESSION.fullmatch(v)]
     if len(given) == 1 and expressions:  # a calculation: "What is 12 * 7?", not "the result for 12 * 7"
+        said = expression_words(expressions[0], rng)
         found = {"expression": [f"What is {expressions[0]}?", f"Calculate {expressions[0]}.",
                                 f"What's {expressions[0]}?", f"Compute {expressions[0]}, please.",
                                 f"How much is {expressions[0]}?"]}
+        if said:  # as people say it: "What is 12 times 7?" (phrasing.said accepts its numbers in order)
+            found["expression_words"] = [f"What is {said}?", f"What's {said}?", f"How much is {said}?",
+                                         f"Can you work out {said}?", f"I need {said}."]
     if field and len(steps) > 1 and "of the" in field:  # which of a comparison's values a chain passed on
         which = field.split(" of the ")[-1].split()[0]
         found = {k: [f for f in v if which in f] or v for k, v in found.items()}
     return found
+
+
+_OPERATOR_WORDS = {"**": ["to the power of", "raised to the power of"], "*": ["times", "multiplied by"],
+                   "/": ["divided by", "over"], "+": ["plus", "added to"], "-": ["minus", "less"]}
+
+
+def expression_words(expression: str, rng: random.Random) -> str | None:
+    """An arithmetic expression as people say it ('12 * 7' -> '12 times 7', '2 ** 10' -> '2 to the power
+    of 10'); None for one with parentheses or anything else a sentence cannot say plainly."""
+    if re.search(r"[()^%]", expression):
+        return None
+    out = expression
+    for op, said in _OPERATOR_WORDS.items():
+        out = re.sub(rf"\s*{re.escape(op)}\s*(?=\d)", f" {rng.choice(said)} ", out) if op != "*" else \
+            re.sub(r"(?<!\*)\s*\*\s*(?![*\s]*\*)(?=\s*\d)", f" {rng.choice(said)} ", out)
+    out = " ".join(out.split())
+    return out if re.fullmatch(r"[\d.]+(?: [a-z ]+ [\d.]+)+", out) else None
 
 
 def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],

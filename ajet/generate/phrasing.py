@@ -88,10 +88,21 @@ def said(name: str, value: Any, question: str) -> bool:
     month number by its name ('in March'), anything else as `mentions` reads it."""
     if isinstance(value, bool):
         return flag_phrase(name, value) in question.casefold()
+    if isinstance(value, str) and re.fullmatch(r"[\d\s.+\-*/]*\d[\d\s.]*[+\-*/][\d\s.+\-*/]*", value):
+        # an expression said in words ('12 times 7'): its numbers, in order
+        numbers = re.findall(r"\d+(?:\.\d+)?", value)
+        found = re.findall(r"\d+(?:\.\d+)?", question)
+        if mentions(value, question) or (numbers and _in_order(numbers, found)):
+            return True
     if words(name).split(" ")[-1] == "month" and isinstance(value, int) and 1 <= value <= 12 \
             and re.search(rf"\b{MONTHS[value - 1]}\b", question, re.IGNORECASE):
         return True
     return mentions(value, question)
+
+
+def _in_order(wanted: list[str], found: list[str]) -> bool:
+    it = iter(found)
+    return all(any(w == f for f in it) for w in wanted)
 
 
 def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], tool_names: list[str]) -> str | None:
