@@ -5,9 +5,9 @@ hold, and an agent that raises, hangs or never calls the model is counted, not f
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+from ajet.plugins import load_object
 from tests.e2e.cli import run_ajet
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tutorial" / "example_countdown"
@@ -31,8 +31,8 @@ def test_countdown_trains_the_agentscope_agent_on_the_tiny_model(tmp_path: Path)
 
 
 def test_streaming_the_sft_prompt_and_bad_agents_on_the_gateway(tmp_path: Path, tiny_tokenizer) -> None:
-    sys.path.insert(0, str(FOLDER))
-    from make_data import demonstration
+    # By file path: every tutorial has a make_data.py, and another test may have imported its own first.
+    demonstration = load_object(f"{FOLDER / 'make_data.py'}:demonstration")
 
     from ajet.render import ChatRenderer
 

@@ -26,7 +26,9 @@ from tests.unit.gw_helpers import GuidedScript, open_episode, running_gateway
 
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_frameworks"
 FrameworkWorkflow = load_object(f"{FOLDER / 'adapters.py'}:FrameworkWorkflow")  # puts the folder on sys.path
-import make_data  # noqa: E402
+# By file path, not `import make_data`: every tutorial has a make_data.py, and sys.modules keeps the first one.
+tasks = load_object(f"{FOLDER / 'make_data.py'}:tasks")
+gold_turns = load_object(f"{FOLDER / 'make_data.py'}:gold_turns")
 
 # framework -> (the package it needs, the modules its agent file must import, one sample per episode?)
 FRAMEWORKS = {
@@ -72,8 +74,8 @@ async def test_a_framework_timeout_leaves_no_sample_behind(tiny_engine):
 async def run_and_check(framework, tiny_engine, *, timeout_s: float = 600.0, **faults) -> None:
     package, _, merges = FRAMEWORKS[framework]
     pytest.importorskip(package, reason=f"pip install -e '.[frameworks]' ({package})")
-    task = next(t for t in make_data.tasks()[0] if t["metadata"]["category"] == "price_and_stock")
-    script = make_data.gold_turns(task, framework)
+    task = next(t for t in tasks()[0] if t["metadata"]["category"] == "price_and_stock")
+    script = gold_turns(task, framework)
     engine = GuidedScript(tiny_engine, script, **faults)
     async with running_gateway(engine, tiny_engine.tokenizer) as (gateway, url):
         session, issue = open_episode(gateway, max_tokens=256)
