@@ -49,7 +49,7 @@ def test_a_model_trained_on_one_known_id_sends_the_id_the_user_names(tmp_path):
                                                   "final": bal}}) + "\n" for i, (acc, bal) in enumerate(HIDDEN.items())))
     calls, tasks, sft = tmp_path / "calls.jsonl", tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl"
     common = [f"workflow_args.server={server}", f"task_reader.train={tasks}", f"task_reader.val={val}",
-              f"sft.data={sft}", "workflow_args.system_prompt='You are a bank assistant. Answer the user by calling the "
+              "task_reader.split_ratio=null", f"sft.data={sft}", "workflow_args.system_prompt='You are a bank assistant. Answer the user by calling the "
               "tools; when you have the result, reply with one short sentence that states the number.'"]
     ajet("generate", "explore", "--conf", str(PIPELINE), "--out", str(calls), *common)
     known = {r["arguments"]["account_id"] for r in read_rows(calls)}
