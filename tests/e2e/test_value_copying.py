@@ -29,6 +29,7 @@ def ajet(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # five CLI runs, SFT on SmolLM2 among them: ~6 min on a quiet 2-core CPU
 def test_a_model_trained_on_one_known_id_sends_the_id_the_user_names(tmp_path):
     server = tmp_path / "bank.py"
     server.write_text(textwrap.dedent(f'''
