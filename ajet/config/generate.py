@@ -52,7 +52,8 @@ class GenerateTasksConfig(_Section):
     refused_share: float = Field(
         0.1, ge=0, le=0.5, description="--from-calls: most share of tasks about an id the server refused (the "
         "same-shape ids `ajet generate explore` tries when it knows few): the answer reports the refusal, which "
-        "teaches a model to send the id the user gave, not the one id it saw in training.")
+        "teaches a model to send the id the user gave, not the one id it saw in training. A plan gets at least 4 of them "
+        "when explore filed that many, whatever the share (ajet.generate.schedule.with_refusals).")
     phrasing: Literal["writer", "template"] = Field(
         "writer", description="--from-calls: writer: the question writer phrases each question (checked, the "
         "template when it fails); template: templated questions only (no model needed for phrasing).")

@@ -55,7 +55,7 @@ _RANK = {origin: i for i, origin in enumerate(ORIGINS)}
 _LOOSE_MAX = 40  # string values kept for free-text arguments that accept anything
 _MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
 _FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
-_VARIANTS = 3  # variants tried per such argument
+_VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
 _FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
 _QUANTITY_VARIANTS = 4  # variants of each such value
 _SAYS_NOTHING = "says nothing"  # the drop's error text for a result that tells nothing (result_data.says_nothing)
@@ -474,7 +474,7 @@ class Explorer:
                 base = next(r for r in rows if r["arguments"].get(spec.name) == known[0])
                 # seeded by what they vary, not by the run's sampling: a resumed run draws the same ids
                 rng = random.Random(value_key([self.opts.seed, tool.name, spec.name, known[0]]))
-                for variant in id_variants(known[0], _VARIANTS, rng, exclude=set(known)):
+                for variant in id_variants(known[0], max(3, _VARIANTS - len(known)), rng, exclude=set(known)):
                     arguments = {**base["arguments"], spec.name: variant}
                     if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
                         continue

@@ -106,19 +106,24 @@ def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, p
     return picked
 
 
+MIN_REFUSED = 4  # refused-id tasks a plan gets at least, when explore filed that many
+
+
 def with_refusals(plan: list[Any], refused: list[Any], share: float, rng: random.Random) -> list[Any]:
     """`plan` with refused candidates (ids the server does not know) spread evenly through it, about
-    `share` of the whole and at least one when there are any: enough to teach that the user's id is
-    the one to send, too few to teach that ids are refused."""
+    `share` of the whole: enough to teach that the user's id is the one to send, too few to teach that
+    ids are refused. At least `MIN_REFUSED` when there are that many: refusals exist only where the
+    bank knows one or two ids, and a plan made of those few calls alone (a couple of tasks) would
+    still show the model one id."""
     if not refused or share <= 0 or not plan:
         return list(plan)
     refused = list(refused)
     rng.shuffle(refused)
-    total = min(len(refused), max(1, round(share * len(plan) / (1 - share))))
-    after = {max(0, round((k + 0.5) * len(plan) / total) - 1) for k in range(total)}  # plan positions, evenly
+    total = min(len(refused), max(MIN_REFUSED, round(share * len(plan) / (1 - share))))
+    # plan positions, evenly; several after one position when there are more refusals than plan entries
+    after = Counter(max(0, round((k + 0.5) * len(plan) / total) - 1) for k in range(total))
     out: list[Any] = []
     for i, cand in enumerate(plan):
         out.append(cand)
-        if i in after:
-            out.append(refused.pop())
+        out.extend(refused.pop() for _ in range(after[i]))
     return out

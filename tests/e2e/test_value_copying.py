@@ -1,6 +1,6 @@
 """A model trained on data that knows one id still sends the id the user names (issue 39: "one known
 value taught a constant"). The server documents one account (A-4471) and has five more nobody can
-find; the pipeline (explore -> tasks -> built demos -> SFT on SmolLM2) varies the id when it knows
+find (and a currency tool whose values its description lists, so that the bank is not one call); the pipeline (explore -> tasks -> built demos -> SFT on SmolLM2) varies the id when it knows
 few (`ajet generate explore`'s vary: refused same-shape ids become tasks answered with the server's
 refusal), and the trained model is asked about the five undocumented accounts."""
 
@@ -37,6 +37,15 @@ def test_a_model_trained_on_one_known_id_sends_the_id_the_user_names(tmp_path):
         mcp = FastMCP("bank")
         ACCOUNTS = {{"A-4471": 310.25, **{HIDDEN!r}}}
 
+        RATES = {{"USD": 1.08, "GBP": 0.85, "JPY": 162.3, "CHF": 0.94, "SEK": 11.2}}
+
+        @mcp.tool
+        def exchange_rate(currency: str) -> dict:
+            """Euros to a currency: one of USD, GBP, JPY, CHF, SEK."""
+            if currency not in RATES:
+                return {{"error": f"unknown currency {{currency}}"}}
+            return {{"currency": currency, "per_eur": RATES[currency]}}
+
         @mcp.tool
         def account_balance(account_id: str) -> dict:
             """The balance of an account, e.g. A-4471."""
@@ -53,14 +62,15 @@ def test_a_model_trained_on_one_known_id_sends_the_id_the_user_names(tmp_path):
               "task_reader.split_ratio=null", f"sft.data={sft}", "workflow_args.system_prompt='You are a bank assistant. Answer the user by calling the "
               "tools; when you have the result, reply with one short sentence that states the number.'"]
     ajet("generate", "explore", "--conf", str(PIPELINE), "--out", str(calls), *common)
-    known = {r["arguments"]["account_id"] for r in read_rows(calls)}
+    known = {r["arguments"]["account_id"] for r in read_rows(calls) if r["tool"] == "account_balance"}
     assert known == {"A-4471"}  # the bank knows one id: the hidden accounts were never found
     ajet("generate", "tasks", "--conf", str(PIPELINE), "--from-calls", str(calls), "-n", "40", "--out", str(tasks),
          *common)
     rows = read_rows(tasks)
     assert any(r["metadata"].get("refused") for r in rows)
     ajet("generate", "demos", "--conf", str(PIPELINE), "--tasks", str(tasks), "--out", str(sft), *common)
-    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", *common)
+    # a small bank makes a small data set: more epochs than the tutorial's 3, so that the format is learnt
+    ajet("--conf", str(PIPELINE), "--backbone=debug", f"output_dir={tmp_path}/run", "sft.epochs=8", *common)
     ajet("eval", "--conf", str(PIPELINE), "--model", str(tmp_path / "run"), f"output_dir={tmp_path}/eval",
          "eval.group_size=1", *common)
     predictions = read_rows(tmp_path / "eval" / "predictions.jsonl")

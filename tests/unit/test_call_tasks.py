@@ -17,7 +17,7 @@ from ajet.errors import GenerateError
 from ajet.generate import phrasing
 from ajet.generate.call_tasks import generate_call_tasks
 from ajet.generate.candidates import answer_paths, candidates, other_sources
-from ajet.generate.schedule import schedule
+from ajet.generate.schedule import MIN_REFUSED, schedule, with_refusals
 from ajet.generate.demos import generate_demos
 from ajet.jsonl import read_rows
 from ajet.judge.tool_reference import ToolReferenceJudge
@@ -382,3 +382,16 @@ async def test_ids_a_wildcard_search_discovered_start_chains_from_a_real_search_
     assert overdue.mention() == {"name": "Ana Ruiz", "title": "Dune"} and overdue.value == 7
     # the one member find_member("Ana Ruiz") returned needs no label
     assert next(c for c in found if c.tools == ["find_member"] and c.path[-1] == "branch").mention() == {"name": "Ana Ruiz"}
+
+
+def test_refusals_are_spread_through_the_plan_and_none_is_lost_when_they_outnumber_it():
+    # a bank that knows one id makes a plan of a couple of tasks: every refusal up to MIN_REFUSED still goes in
+    out = with_refusals(["a", "b"], [1, 2, 3, 4, 5], 0.1, random.Random(0))
+    assert sorted(x for x in out if isinstance(x, str)) == ["a", "b"]
+    assert len([x for x in out if isinstance(x, int)]) == MIN_REFUSED == 4
+    assert out[0] == "a"  # a refusal follows a task, never opens the plan
+    # a large plan: about the share, evenly spread (never two refusals side by side)
+    plan = [f"t{i}" for i in range(90)]
+    out = with_refusals(plan, list(range(20)), 0.1, random.Random(0))
+    refused_at = [i for i, x in enumerate(out) if isinstance(x, int)]
+    assert len(refused_at) == 10 and all(b - a > 5 for a, b in zip(refused_at, refused_at[1:]))

@@ -152,9 +152,9 @@ async def test_shop_ids_are_discovered_and_plain_errors_dropped_with_their_reaso
     assert set(report.no_working_call) == {"customer_notes", "slow_report"}
     assert "did not answer within" in report.no_working_call["slow_report"]
     # Three regions to try, but a tool that timed out twice is not called again: nothing hangs.
-    # Two customer ids and two SKUs known: three same-shape ids each are tried, and refused (vary).
+    # Two customer ids and two SKUs known: four same-shape ids each are tried (six values in all), and refused (vary).
     assert dict(report.dropped) == {"probe": 4, "error_result": 1, "empty_result": 2, "timeout": 2,
-                                    "refused_variant": 6}
+                                    "refused_variant": 8}
     assert [d["arguments"]["region"] for d in dropped if d["tool"] == "slow_report"] == ["north", "south"]
     # A result too large to show is cut the way the agent sees it, and the call is still kept.
     (catalog,) = [k for k in kept if k["tool"] == "catalog"]

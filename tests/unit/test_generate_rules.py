@@ -24,6 +24,7 @@ from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import arg_specs
 from ajet.jsonl import read_rows
 from ajet.generate.result_data import changed_paths, says_nothing, structured
+from ajet.generate.schedule import MIN_REFUSED
 from ajet.generate.text_values import description_values, format_values, hint_items, hint_values, pattern_values
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,14 +306,16 @@ ONE_ID = '''
 async def test_a_single_known_id_is_varied_and_refusals_teach_copying_it(tmp_path):
     report, kept, dropped, yaml = await explore(tmp_path, ONE_ID)
     refused = [d for d in dropped if d["reason"] == "refused_variant"]
-    assert len(refused) == 3 and {d["variant_of"] for d in refused} == {kept[0]["id"]}
+    # one id known: five of the same shape tried, so that the data shows six (explore._VARIANTS)
+    assert len(refused) == 5 and {d["variant_of"] for d in refused} == {kept[0]["id"]}
     assert all(d["arguments"]["account_id"] != "A-4471" and len(d["arguments"]["account_id"]) == 6 for d in refused)
     assert all(d["content"] == json.dumps({"error": f"no account {d['arguments']['account_id']}"}, separators=(",", ":"))
                for d in refused)
     rows = await tasks_of(yaml, tmp_path, 20)
     refusals = [t for t in rows if t["metadata"].get("refused")]
-    # some tasks name another id, at most refused_share of them, each answered with the server's refusal
-    assert 0 < len(refusals) <= 0.1 * len(rows) + 1
+    # some tasks name another id, at most refused_share of them (or MIN_REFUSED in a bank this small),
+    # each answered with the server's refusal
+    assert 0 < len(refusals) <= max(MIN_REFUSED, 0.1 * len(rows) + 1)
     for task in refusals:
         (call,) = task["answer"]["calls"]
         assert call["arguments"]["account_id"] in task["query"] and task["answer"]["final"] == call["arguments"][
