@@ -32,6 +32,7 @@ class EpisodeSession:
     route: str | None = None  # the replica-routing key (the GRPO group): its calls share one replica's prefix cache
     tool_call_parse_failures: int = 0
     tool_calls_parsed: int = 0
+    tool_calls_json: int = 0  # of those, written as plain or fenced JSON rather than in <tool_call> tags
     truncated: int = 0  # completions that hit max_tokens
     keys: dict[str, str] = field(default_factory=dict)  # agent -> key
     model_clock: BusyClock = field(default_factory=lambda: BusyClock())  # this episode's calls in the gateway

@@ -201,6 +201,7 @@ class Gateway:
         if parsed is not None:
             session.tool_call_parse_failures += parsed.malformed
             session.tool_calls_parsed += len(parsed.tool_calls)
+            session.tool_calls_json += len(parsed.tool_calls) if parsed.form == "json" else 0
             if parsed.tool_calls:
                 message = {"role": "assistant", "content": parsed.content or None, "tool_calls": parsed.tool_calls}
                 finish = "tool_calls"

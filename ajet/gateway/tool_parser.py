@@ -1,4 +1,15 @@
-"""Parse Hermes-style `<tool_call>{json}</tool_call>` blocks out of generated text."""
+"""Parse tool calls out of generated text: Hermes `<tool_call>{json}</tool_call>` blocks (what the
+Hermes prompt and Qwen-style templates ask for), or, when the text has no such tag, the same JSON
+written plainly: the whole reply one call object (or a list of them), or call objects in fenced
+code blocks (```json ... ```). Qwen2.5-Coder-Instruct, offered tools by its own template, answers
+in these plain forms; `ParsedOutput.form` tells which form the calls came in, so evaluation counts
+them apart.
+
+A tagged block that does not parse is a malformed call (counted, the text returned as content). Plain
+JSON is a call only when it looks like one (an object with a string `name` and `arguments` or
+`parameters`): other JSON and other code blocks are ordinary content. A call-shaped object that
+names a tool nobody offered, or whose arguments are not an object, is malformed, as in a tag.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +21,7 @@ from typing import Any
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _OPEN = "<tool_call>"
+_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass
@@ -18,6 +30,7 @@ class ParsedOutput:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # OpenAI tool_calls
     malformed: int = 0  # blocks that looked like calls but did not parse
     error: str | None = None  # why the last malformed block failed
+    form: str | None = None  # 'tagged' (<tool_call> blocks) or 'json' (plain or fenced JSON): the calls' form
 
 
 def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOutput:
@@ -28,7 +41,7 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
     text, so the agent sees what the model said, and the failure is counted.
     """
     if _OPEN not in text:
-        return ParsedOutput(content=text)
+        return _parse_plain_json(text, tool_names)
     calls: list[dict[str, Any]] = []
     problems: list[str] = []
     blocks = _BLOCK.findall(text)
@@ -44,12 +57,61 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
     if problems:
         return ParsedOutput(content=text, malformed=len(problems), error=problems[-1])
     content = _BLOCK.sub("", text).strip()
-    # Ids that sort in the order the model wrote the calls: some frameworks (smolagents) order
-    # parallel calls by id when they write them into the history. 12 hex digits, as OpenAI-like ids.
+    return ParsedOutput(content=content, tool_calls=_numbered(calls), form="tagged" if calls else None)
+
+
+def _numbered(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls with ids that sort in the order the model wrote them: some frameworks (smolagents) order
+    parallel calls by id when they write them into the history. 12 hex digits, as OpenAI-like ids."""
     reply = secrets.token_hex(5)
     for i, call in enumerate(calls):
         call["id"] = f"call_{reply}{i:02x}"
-    return ParsedOutput(content=content, tool_calls=calls)
+    return calls
+
+
+def _parse_plain_json(text: str, tool_names: set[str] | None) -> ParsedOutput:
+    """Calls written as plain JSON: the whole text, else each fenced code block, holding call objects."""
+    whole = _json_values(text)
+    if whole is not None and _call_shaped(whole):
+        pieces, content = [whole], ""
+    else:
+        pieces = [v for v in map(_json_values, _FENCE.findall(text)) if v is not None and _call_shaped(v)]
+        content = _FENCE.sub(lambda m: "" if _call_shaped(_json_values(m.group(1)) or []) else m.group(0), text)
+    if not pieces:
+        return ParsedOutput(content=text)
+    calls: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for values in pieces:
+        for value in values:
+            call, problem = _parse_call(value, tool_names)
+            if problem:
+                problems.append(problem)
+            else:
+                calls.append(call)
+    if problems:
+        return ParsedOutput(content=text, malformed=len(problems), error=problems[-1])
+    return ParsedOutput(content=content.strip(), tool_calls=_numbered(calls), form="json")
+
+
+def _json_values(text: str) -> list[Any] | None:
+    """The JSON values `text` holds back to back (a list's items count one by one); None when it
+    holds anything else."""
+    decoder, values, at, text = json.JSONDecoder(), [], 0, text.strip()
+    while at < len(text):
+        try:
+            value, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        values += value if isinstance(value, list) else [value]
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+    return values or None
+
+
+def _call_shaped(values: list[Any]) -> bool:
+    """Every value an object with a string `name` and `arguments` (or `parameters`): what a call looks like."""
+    return bool(values) and all(isinstance(v, dict) and isinstance(v.get("name"), str)
+                                and ("arguments" in v or "parameters" in v) for v in values)
 
 
 def _parse_block(raw: str, tool_names: set[str] | None) -> tuple[dict[str, Any], str | None]:
@@ -57,6 +119,11 @@ def _parse_block(raw: str, tool_names: set[str] | None) -> tuple[dict[str, Any],
         data = json.loads(raw)
     except ValueError as exc:
         return {}, f"tool call is not valid JSON ({exc.msg})"
+    return _parse_call(data, tool_names)
+
+
+def _parse_call(data: Any, tool_names: set[str] | None) -> tuple[dict[str, Any], str | None]:
+    """One call's JSON value as an OpenAI tool call, or why it is not one."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return {}, "tool call JSON has no string 'name'"
     arguments = data.get("arguments", data.get("parameters", {}))

@@ -105,6 +105,7 @@ class BatchResult:
             "tokens_per_episode": _mean([e.generated_tokens for e in eps]),
             "tool_call_parse_failures": sum(e.counters.get("tool_call_parse_failures", 0) for e in eps),
             "tool_calls_parsed": sum(e.counters.get("tool_calls_parsed", 0) for e in eps),
+            "tool_calls_json": sum(e.counters.get("tool_calls_json", 0) for e in eps),
             "truncated_completions": sum(e.counters.get("truncated", 0) for e in eps),
             "generated_tokens": generated,
             "tokens_per_s": generated / self.seconds if self.seconds else 0.0,
@@ -247,6 +248,7 @@ class RolloutRunner:
             result.output.metadata["ajet"] = {
                 "tool_call_parse_failures": result.counters["tool_call_parse_failures"],
                 "tool_calls_parsed": result.counters["tool_calls_parsed"],
+                "tool_calls_json": result.counters.get("tool_calls_json", 0),
                 "llm_calls": len(result.calls),
                 "timed_out": result.counters["timed_out"],
                 "truncated": result.counters["truncated"],
@@ -308,6 +310,7 @@ class RolloutRunner:
         result.counters = {
             "tool_call_parse_failures": session.tool_call_parse_failures,
             "tool_calls_parsed": session.tool_calls_parsed,
+            "tool_calls_json": session.tool_calls_json,
             "truncated": session.truncated,
             "timed_out": bool(result.error and result.error.startswith("TimeoutError")),
             "model_wait_s": round(session.model_clock.seconds(), 3),  # its own calls in the gateway

@@ -406,6 +406,7 @@ def _rollout_metrics(summary: dict[str, Any], batch, adv_stats: dict[str, Any]) 
         "episodes": summary["episodes"], "samples_per_episode": len(batch.samples) / episodes,
         "turns_per_episode": summary["turns_per_episode"], "rollout_tokens_per_s": summary["tokens_per_s"],
         "tool_call_parse_failures": summary["tool_call_parse_failures"],
+        "tool_calls_json": summary["tool_calls_json"],
         "merge_token_ratio": summary["merge"]["merge_token_ratio"], "rollout_seconds": summary["seconds"],
         **{f"reward/{k}": v for k, v in summary["reward_parts"].items()},
         **{f"workflow/{k}": v for k, v in summary["workflow_metrics"].items()},
