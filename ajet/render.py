@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ajet.errors import GatewayError
-from ajet.tool_prompt import tools_text
+from ajet.tool_prompt import CALL_TEXT, RESULT_TEXT, renders_tools, tools_text
 from ajet.tracker.episode import EpisodeTracker
 from ajet.tracker.timeline import GeneratedTurn, Segment, canonical_arguments
 
@@ -89,7 +89,7 @@ class ChatRenderer:
             raise GatewayError("the tokenizer has no chat template; set model.chat_template", status=500)
         self.chat_template = template
         # A template that mentions `tools` renders them itself; otherwise use the Hermes rewrite.
-        self._native_tools = "tools" in template
+        self._native_tools = renders_tools(template)
         self._eos_texts = [t for t in {self.tokenizer.eos_token} if t]
         # A template that reads the clock renders differently over time: never serve it from the cache.
         self._cache_renders = "strftime" not in template and "now(" not in template
@@ -187,6 +187,12 @@ class ChatRenderer:
             message = {**message, "content": "".join(p.get("text", "") for p in content if isinstance(p, dict))}
         elif content is None:
             message = {**message, "content": ""}
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and any(isinstance(_arguments(c), str) for c in calls):
+            # OpenAI sends arguments as a JSON string; templates that render calls (Qwen2.5's, Llama
+            # 3.1's) write `arguments | tojson`, which would quote the string again. vLLM parses them
+            # for the template as well.
+            message = {**message, "tool_calls": [_with_object_arguments(c) for c in calls]}
         return message
 
     def encode_text(self, text: str) -> list[int]:
@@ -374,6 +380,20 @@ def _special_tokens(tokenizer: Any) -> tuple[list[str], frozenset[int]]:
     return sorted(found), frozenset(found.values())
 
 
+def _arguments(call: Any) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    return function.get("arguments") if isinstance(function, dict) else None
+
+
+def _with_object_arguments(call: Any) -> Any:
+    """`call` with its JSON-string arguments as the object they spell (left as they are otherwise)."""
+    arguments = _arguments(call)
+    parsed = canonical_arguments(arguments) if isinstance(arguments, str) else None
+    if not isinstance(parsed, dict):
+        return call
+    return {**call, "function": {**call["function"], "arguments": parsed}}
+
+
 def _inject_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
     tool_text = tools_text(tools)
     if messages and messages[0].get("role") == "system":
@@ -389,8 +409,8 @@ def _hermes_message(message: dict) -> dict:
         for call in message["tool_calls"]:
             fn = call.get("function") or {}
             payload = {"name": fn.get("name"), "arguments": canonical_arguments(fn.get("arguments"))}
-            parts.append(f"<tool_call>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_call>")
+            parts.append(CALL_TEXT.format(json.dumps(payload, ensure_ascii=False)))
         return {"role": "assistant", "content": "\n".join(p for p in parts if p)}
     if role == "tool":
-        return {"role": "tool", "content": f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"}
+        return {"role": "tool", "content": RESULT_TEXT.format(message.get("content") or "")}
     return {"role": role, "content": message.get("content") or ""}

@@ -27,8 +27,17 @@ TOOLS_SYSTEM = (
     '{{"name": <function-name>, "arguments": <args-json-object>}}\n</tool_call>'
 )
 
+# How a call and a result read in the messages of such a model (ajet.render's Hermes rewrite).
+CALL_TEXT = "<tool_call>\n{}\n</tool_call>"
+RESULT_TEXT = "<tool_response>\n{}\n</tool_response>"
+
 _SIMPLE_KEYS = {"type", "description", "enum", "default", "title", "items"}
 _SCALARS = {"string", "number", "integer", "boolean", "null"}
+
+
+def renders_tools(template: str) -> bool:
+    """Whether a chat template renders `tools` itself; one that does not gets them here, as text."""
+    return "tools" in template
 
 
 def tools_text(tools: list[dict[str, Any]]) -> str:
@@ -80,6 +89,8 @@ def _type(spec: dict[str, Any]) -> str | None:
     if not set(spec) <= _SIMPLE_KEYS:
         return None
     kind = spec.get("type", "string" if "enum" in spec else None)
+    if not isinstance(kind, str):  # a union (["string", "null"]) or nothing a type name can say
+        return None
     if kind in _SCALARS:
         return None if "items" in spec else kind
     if kind == "array":

@@ -8,6 +8,10 @@
                                               generation_config.json, tokenizer, chat_template.jinja.
                                               AutoModelForCausalLM.from_pretrained and vLLM load it.
 
+Every export carries the chat template the run rendered with; when that template cannot render tools
+(SmolLM2's), it is written with ajet's tool rewrite in front (`ajet.tool_template`), so vLLM,
+llama.cpp or transformers render tools, calls and results as training did.
+
 The base model is the one named in the checkpoint's state.json. The merge runs in float32 on CPU
 (a merge in bf16 rounds the adapter update away); `dtype` casts the merged weights before saving.
 The output is written to a temp folder next to `out` and renamed, so a failed export leaves nothing;
@@ -61,7 +65,22 @@ def export_checkpoint(
         else:
             _copy_files(ckpt / "model", tmp)
         _copy_files(ckpt / "tokenizer", tmp)
+        _serve_as_trained(tmp)
     return Path(out)
+
+
+def _serve_as_trained(folder: Path) -> None:
+    """Give the export's chat template (chat_template.jinja, or tokenizer_config.json's) ajet's tool
+    rewrite when it cannot render tools itself."""
+    from ajet.tool_template import served_template
+
+    template_file, config_file = folder / "chat_template.jinja", folder / "tokenizer_config.json"
+    if template_file.is_file():
+        template_file.write_text(served_template(template_file.read_text(encoding="utf-8")), encoding="utf-8")
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    if isinstance(config.get("chat_template"), str):
+        config["chat_template"] = served_template(config["chat_template"])
+        config_file.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 @contextmanager
