@@ -1,13 +1,14 @@
-"""Write a Hugging Face Llama-architecture model folder as one GGUF file (f16, q8_0 or q4_0).
+"""Write a Hugging Face model folder of the Llama or Qwen family as one GGUF file (f16, q8_0 or q4_0).
 
 Built on the `gguf` package (llama.cpp's own Python library): `GGUFWriter` for the file,
 `get_tensor_name_map` for tensor names, `gguf.quants.quantize` for Q8_0 / Q4_0 blocks and
 `SpecialVocab` for merges, special token ids and the chat template. The layout follows llama.cpp's
-`convert_hf_to_gguf.py` for `LlamaForCausalLM`: Q and K projections permuted to llama.cpp's rotary
-order, 1-D tensors (norms) kept in F32, `lm_head` left out when the embeddings are tied, and for
-q4_0 the token embeddings kept in Q8_0 (what `llama-quantize` and the embedded SmolLM2 file do).
-SmolLM2, Llama and Mistral-style checkpoints have this architecture; other architectures are refused
-with a message.
+`convert_hf_to_gguf.py`: for `LlamaForCausalLM` (SmolLM2, Llama, Mistral-style) the Q and K
+projections are permuted to llama.cpp's rotary order; `Qwen2ForCausalLM` (Qwen2.5, with Q/K/V
+biases) and `Qwen3ForCausalLM` (Q/K norms, a head size of its own) rotate NeoX-style and are written
+as they are. 1-D tensors (norms, biases) stay F32, `lm_head` is left out when the embeddings are
+tied, and for q4_0 the token embeddings stay Q8_0 (what `llama-quantize` and the embedded SmolLM2
+file do). Other architectures, and rotary scaling (llama3, yarn, ...), are refused with a message.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from ajet.errors import CheckpointError
 
 GgufType = Literal["f16", "q8_0", "q4_0"]
 GGUF_TYPES: tuple[str, ...] = ("f16", "q8_0", "q4_0")
-_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+# HF architecture -> (llama.cpp architecture, Q/K rows permuted to llama.cpp's rotary order)
+_ARCHITECTURES = {"LlamaForCausalLM": ("llama", True), "MistralForCausalLM": ("llama", True),
+                  "Qwen2ForCausalLM": ("qwen2", False), "Qwen3ForCausalLM": ("qwen3", False)}
 
 
 def _qtypes(kind: GgufType):
@@ -51,8 +54,13 @@ def write_gguf(model_dir: str | Path, out_file: str | Path, kind: GgufType, *, n
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     arch = (config.get("architectures") or ["?"])[0]
     if arch not in _ARCHITECTURES:
-        raise CheckpointError(f"GGUF export writes the Llama architecture ({', '.join(_ARCHITECTURES)}); "
+        raise CheckpointError(f"GGUF export writes the Llama and Qwen architectures ({', '.join(_ARCHITECTURES)}); "
                               f"{model_dir} is {arch}. Use llama.cpp's convert_hf_to_gguf.py for other models")
+    rope = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if rope.get("rope_type", rope.get("type", "default")) not in ("default", None):
+        raise CheckpointError(f"{model_dir} scales its rotary embeddings ({rope.get('rope_type', rope.get('type'))}), "
+                              "which this GGUF writer does not carry; use llama.cpp's convert_hf_to_gguf.py")
+    gguf_arch, permute = _ARCHITECTURES[arch]
     if kind not in GGUF_TYPES:
         raise CheckpointError(f"--gguf must be one of {', '.join(GGUF_TYPES)}, got {kind!r}")
     weight_type, embed_type, file_type = _qtypes(kind)
@@ -64,10 +72,11 @@ def write_gguf(model_dir: str | Path, out_file: str | Path, kind: GgufType, *, n
     if not tensors:
         raise CheckpointError(f"{model_dir} has no .safetensors weights to convert")
 
-    writer = gguf.GGUFWriter(str(out_file), "llama")
+    writer = gguf.GGUFWriter(str(out_file), gguf_arch)
     _write_metadata(writer, config, name or model_dir.name, file_type)
     _write_vocab(writer, model_dir, config)
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, n_layers)
+    model_arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == gguf_arch)
+    names = gguf.get_tensor_name_map(model_arch, n_layers)
     tied = config.get("tie_word_embeddings", False)
     for hf_name, tensor in tensors.items():
         if hf_name == "lm_head.weight" and tied:
@@ -76,11 +85,11 @@ def write_gguf(model_dir: str | Path, out_file: str | Path, kind: GgufType, *, n
             continue
         gguf_name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         if gguf_name is None:
-            raise CheckpointError(f"no GGUF name for tensor {hf_name!r}; is {model_dir} a Llama model?")
+            raise CheckpointError(f"no GGUF name for tensor {hf_name!r}; is {model_dir} really {arch}?")
         data = tensor.to(torch.float32).numpy()
-        if hf_name.endswith("q_proj.weight"):
+        if permute and hf_name.endswith("q_proj.weight"):
             data = permute_qk(data, n_head)
-        elif hf_name.endswith("k_proj.weight"):
+        elif permute and hf_name.endswith("k_proj.weight"):
             data = permute_qk(data, n_kv)
         _add_tensor(writer, gguf_name, data, embed_type if gguf_name == "token_embd.weight" else weight_type)
     writer.write_header_to_file()
@@ -119,7 +128,11 @@ def _write_metadata(writer: Any, config: dict, name: str, file_type: Any) -> Non
                                     .get("rope_theta", 10000.0)))
     writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
     writer.add_vocab_size(config["vocab_size"])
-    writer.add_rope_dimension_count(config.get("head_dim") or hidden // n_head)
+    head_dim = config.get("head_dim") or hidden // n_head
+    writer.add_rope_dimension_count(head_dim)
+    if head_dim != hidden // n_head:  # Qwen3: heads wider than hidden / heads; llama.cpp reads these
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
     writer.add_file_type(file_type)
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
@@ -149,7 +162,7 @@ def _write_vocab(writer: Any, model_dir: Path, config: dict) -> None:
             tokens.append(token)
             types.append(gguf.TokenType.NORMAL)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(_pre_tokenizer(tokens))
+    writer.add_tokenizer_pre(_pre_tokenizer(tokens, model_dir))
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     special_vocab = gguf.SpecialVocab(model_dir, load_merges=True, n_vocab=len(tokens))
@@ -163,8 +176,32 @@ def _looks_special(token: str) -> bool:
     return token.startswith("<|") and token.endswith("|>")
 
 
-def _pre_tokenizer(tokens: list[str]) -> str:
-    """llama.cpp's pre-tokenizer name. SmolLM2's vocabulary is recognised ('smollm', as in the
-    embedded GGUF); other BPE vocabularies get 'default' (llama.cpp's generic split)."""
+# Pre-tokenizer split patterns (tokenizer.json) and llama.cpp's names for them: llama.cpp and
+# transformers' GGUF loader split the text by the name, so the name must be the vocabulary's own.
+_SPLITS = {
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "qwen2",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
+        "llama-bpe",
+}
+
+
+def _pre_tokenizer(tokens: list[str], model_dir: Path) -> str:
+    """llama.cpp's pre-tokenizer name: the one whose split pattern the tokenizer uses (Qwen2's, Llama
+    3's); SmolLM2's vocabulary is recognised ('smollm', as in the embedded GGUF); other BPE
+    vocabularies get 'default' (llama.cpp's generic split)."""
+    for pattern in _split_patterns(model_dir / "tokenizer.json"):
+        if pattern in _SPLITS:
+            return _SPLITS[pattern]
     smollm = len(tokens) == 49152 and tokens[:3] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     return "smollm" if smollm else "default"
+
+
+def _split_patterns(tokenizer_json: Path) -> list[str]:
+    try:
+        pre = json.loads(tokenizer_json.read_text(encoding="utf-8")).get("pre_tokenizer") or {}
+    except (OSError, ValueError):
+        return []
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    return [step["pattern"]["Regex"] for step in steps if isinstance(step, dict) and step.get("type") == "Split"
+            and isinstance(step.get("pattern"), dict) and isinstance(step["pattern"].get("Regex"), str)]

@@ -14,7 +14,8 @@ from ajet.cli import main
 from ajet.errors import CheckpointError
 from ajet.export.gguf import export_gguf, load_gguf, verify_export
 from ajet.export.gguf_writer import permute_qk, write_gguf
-from tests.unit.test_export import lora_ckpt  # noqa: F401  (a trained LoRA checkpoint of tiny-random)
+from ajet.tool_template import served_template
+from tests.unit.test_export import TEMPLATE, lora_ckpt  # noqa: F401  (a trained LoRA checkpoint of tiny-random)
 
 
 def test_permute_matches_llama_cpp_layout():
@@ -69,6 +70,8 @@ def test_export_of_a_lora_checkpoint_merges_measures_and_writes_a_card(lora_ckpt
                  "simple_python: 25.0% (1/4)", "4/4 identical"):
         assert text in card, text
     merged = AutoModelForCausalLM.from_pretrained(str(out), gguf_file=report["gguf"], dtype=torch.float32)
+    served = AutoTokenizer.from_pretrained(str(out), gguf_file=report["gguf"]).chat_template
+    assert served == served_template(TEMPLATE)  # tools render in any server as in training (ajet.tool_template)
     policy, _, _ = lora_ckpt
     ids = torch.tensor([[1, 504, 3458, 282, 4649]])
     with torch.no_grad():  # the file holds base + adapter, not the bare base
@@ -94,7 +97,7 @@ def test_refusals(tmp_path, tiny_model_path):
     folder = tmp_path / "gpt2ish"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
-    with pytest.raises(CheckpointError, match="GGUF export writes the Llama architecture"):
+    with pytest.raises(CheckpointError, match="GGUF export writes the Llama and Qwen architectures"):
         write_gguf(folder, tmp_path / "x.gguf", "f16")
     with pytest.raises(CheckpointError, match="--gguf must be one of f16, q8_0, q4_0"):
         export_gguf(tiny_model_path, tmp_path / "y", "q5_k")
