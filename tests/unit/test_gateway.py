@@ -56,6 +56,22 @@ async def test_malformed_tool_call_is_returned_as_text_and_counted(tiny_tokenize
     assert "not offered" in session.tracker.calls[1].parse_error
 
 
+async def test_calls_written_as_plain_json_are_parsed_and_counted_apart(tiny_tokenizer):
+    bare = '{"name": "get_price", "arguments": {"city": "Houston"}}'
+    fenced = 'Checking.\n```json\n{"name": "get_price", "arguments": {"city": "Austin"}}\n```'
+    engine = scripted_engine(tiny_tokenizer, [{"text": bare}, {"text": fenced}, {"text": CALL}])
+    async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
+        session, issue = open_episode(gateway)
+        client = openai.AsyncOpenAI(base_url=url, api_key=issue("assistant"))
+        cities = []
+        for _ in range(3):
+            r = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS)
+            assert r.choices[0].finish_reason == "tool_calls"
+            cities.append(json.loads(r.choices[0].message.tool_calls[0].function.arguments)["city"])
+    assert cities == ["Houston", "Austin", "Houston"] and r.choices[0].message.content is None
+    assert session.tool_calls_parsed == 3 and session.tool_calls_json == 2 and session.tool_call_parse_failures == 0
+
+
 async def test_sync_client_in_a_thread(tiny_tokenizer):
     engine = scripted_engine(tiny_tokenizer, [{"text": "Hello there."}])
     async with running_gateway(engine, tiny_tokenizer) as (gateway, url):
