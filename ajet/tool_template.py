@@ -46,7 +46,8 @@ def _macros() -> str:
         f"{{%- if kind is string and kind in {_SCALARS} -%}}",
         "{%- if 'items' not in spec -%}{{- kind -}}{%- endif -%}",
         "{%- elif kind is string and kind == 'array' -%}",
-        "{%- if spec['items'] is not defined or spec['items'] is none -%}{{- 'list' -}}",
+        # 'items' in spec, not spec['items'] is defined: Jinja falls back to the attribute, dict.items
+        "{%- if 'items' not in spec or spec['items'] is none -%}{{- 'list' -}}",
         "{%- elif spec['items'] is mapping and spec['items'] | reject('in', ['type', 'title']) | list | length == 0 -%}",
         "{%- set inner = ajet_type(spec['items']) -%}{%- if inner -%}{{- 'list[' ~ inner ~ ']' -}}{%- endif -%}",
         "{%- endif -%}{%- endif -%}{%- endif -%}{%- endmacro -%}",
