@@ -42,15 +42,8 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
     """
     if _OPEN not in text:
         return _parse_plain_json(text, tool_names)
-    calls: list[dict[str, Any]] = []
-    problems: list[str] = []
     blocks = _BLOCK.findall(text)
-    for raw in blocks:
-        call, problem = _parse_block(raw, tool_names)
-        if problem:
-            problems.append(problem)
-        else:
-            calls.append(call)
+    calls, problems = _calls_and_problems([_parse_block(raw, tool_names) for raw in blocks])
     unclosed = text.count(_OPEN) - len(blocks)
     if unclosed > 0:
         problems.append("a <tool_call> block is not closed")
@@ -58,6 +51,11 @@ def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOut
         return ParsedOutput(content=text, malformed=len(problems), error=problems[-1])
     content = _BLOCK.sub("", text).strip()
     return ParsedOutput(content=content, tool_calls=_numbered(calls), form="tagged" if calls else None)
+
+
+def _calls_and_problems(parsed: list[tuple[dict[str, Any], str | None]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The parsed calls apart from why the others failed."""
+    return [call for call, problem in parsed if not problem], [problem for _, problem in parsed if problem]
 
 
 def _numbered(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,15 +77,7 @@ def _parse_plain_json(text: str, tool_names: set[str] | None) -> ParsedOutput:
         content = _FENCE.sub(lambda m: "" if _call_shaped(_json_values(m.group(1)) or []) else m.group(0), text)
     if not pieces:
         return ParsedOutput(content=text)
-    calls: list[dict[str, Any]] = []
-    problems: list[str] = []
-    for values in pieces:
-        for value in values:
-            call, problem = _parse_call(value, tool_names)
-            if problem:
-                problems.append(problem)
-            else:
-                calls.append(call)
+    calls, problems = _calls_and_problems([_parse_call(value, tool_names) for values in pieces for value in values])
     if problems:
         return ParsedOutput(content=text, malformed=len(problems), error=problems[-1])
     return ParsedOutput(content=content.strip(), tool_calls=_numbered(calls), form="json")
