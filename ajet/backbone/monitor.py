@@ -10,12 +10,15 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from ajet.display import duration, interactive, plain_line
+
+if TYPE_CHECKING:
+    from ajet.backbone.reporters import Reporters
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
@@ -46,7 +49,7 @@ class Monitor:
     """Writes one JSON line per step to `run_dir/metrics.jsonl` (appending, so a resumed run keeps
     its history) and sends the scalars to `reporters` (the run's experiment trackers), if any."""
 
-    def __init__(self, run_dir: Path, total_steps: int, reporters: Any = None,
+    def __init__(self, run_dir: Path, total_steps: int, reporters: Reporters | None = None,
                  stages: list[tuple[str, int]] | None = None) -> None:
         self.run_dir = run_dir
         self.path = run_dir / "metrics.jsonl"
@@ -61,7 +64,7 @@ class Monitor:
         self._stage_started = self._started
         self._stage_steps = 0
         self._last_logged = self._started
-        self.reporters = reporters  # ajet.backbone.reporters.Reporters
+        self.reporters = reporters
 
     def log(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
         row = {"step": step, "stage": stage, "time": round(time.time(), 3), **metrics}

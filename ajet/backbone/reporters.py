@@ -24,7 +24,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ajet.errors import ConfigError
 
@@ -63,135 +63,152 @@ def check_installed(names: list[str]) -> None:
 
 
 class Reporters:
-    """The trackers of one run. `log(step, stage, metrics)` sends the numeric metrics of a step."""
+    """The trackers of one run. `log(step, stage, metrics)` sends the numeric metrics of a step; `close()`
+    finishes them and puts back the environment variables they were given."""
 
     def __init__(self, names: list[str], run_dir: Path, config: dict[str, Any], *, project: str,
                  run_name: str) -> None:
         check_installed(names)
-        self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        for key, value in tracker_env(names, run_dir).items():
-            os.environ[key] = value  # the trackers read them (trackio and MLflow only from the environment)
+        env = tracker_env(names, run_dir)
+        # put back on close: a later run in this process (benchmarks/swift_vs_debug.py) must get its own folder
+        self._env_before = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)  # the trackers read them (trackio and MLflow only from the environment)
         config = {**config, "ajet_run_dir": str(run_dir.resolve())}
-        self._open: dict[str, Any] = {}
+        self._open: dict[str, _Run] = {}
         self.where: dict[str, str] = {}
-        for name in dict.fromkeys(names):
-            self._open[name], self.where[name] = _OPENERS[name](run_dir, config, project, run_name)
-        if self.where:
-            (run_dir / "trackers.json").write_text(json.dumps(self.where, indent=1) + "\n", encoding="utf-8")
+        try:
+            for name in dict.fromkeys(names):
+                self._open[name], self.where[name] = _OPENERS[name](run_dir, config, project, run_name)
+        except BaseException:
+            self.close()  # the trackers already opened must not stay open
+            raise
+        (run_dir / "trackers.json").write_text(json.dumps(self.where, indent=1) + "\n", encoding="utf-8")
 
     def log(self, step: int, stage: str, metrics: dict[str, Any]) -> None:
         scalars = {f"{stage}/{k}": float(v) for k, v in metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         for name, run in self._open.items():
             try:
-                _LOGGERS[name](run, scalars, step)
+                run.log(scalars, step=step)
             except Exception as exc:  # a tracker that fails must not stop training: metrics.jsonl has it all
                 log.warning("trainer.report_to %s: could not log step %d: %s", name, step, exc)
 
     def close(self) -> None:
         for name, run in self._open.items():
             try:
-                _CLOSERS[name](run)
+                run.finish()
             except Exception as exc:
                 log.warning("trainer.report_to %s: could not close the run: %s", name, exc)
         self._open.clear()
+        for key, value in self._env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._env_before = {}
 
 
-def _open_tensorboard(run_dir: Path, config: dict[str, Any], project: str, run_name: str):
+class _Run(Protocol):
+    """An open tracker run: wandb's and swanlab's runs as they are, the others through the adapters below."""
+
+    def log(self, scalars: dict[str, float], step: int) -> Any: ...
+
+    def finish(self) -> Any: ...
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists and scalars are leaves."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+class _TensorBoard:
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        for key, value in scalars.items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        self.writer.close()
+
+
+class _MLflow:
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        import mlflow
+
+        mlflow.log_metrics(scalars, step=step)
+
+    def finish(self) -> None:
+        import mlflow
+
+        mlflow.end_run()
+
+
+class _Trackio:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        self.run.log(scalars, step=step)
+
+    def finish(self) -> None:
+        import trackio
+
+        trackio.finish()  # run.finish() alone would leave it trackio's current run
+
+
+def _open_tensorboard(run_dir: Path, config: dict[str, Any], project: str, run_name: str) -> tuple[_Run, str]:
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     writer.add_text("config", "```json\n" + json.dumps(config, indent=1, default=str) + "\n```", 0)
-    return writer, str(run_dir / "tensorboard")
+    return _TensorBoard(writer), str(run_dir / "tensorboard")
 
 
-def _open_wandb(run_dir: Path, config: dict[str, Any], project: str, run_name: str):
+def _open_wandb(run_dir: Path, config: dict[str, Any], project: str, run_name: str) -> tuple[_Run, str]:
     import wandb
 
-    run = wandb.init(project=project, name=run_name, dir=str(run_dir), config=config,
-                     mode=os.environ.get("WANDB_MODE", "offline"), reinit="finish_previous")
+    # passed, not left to the environment: wandb reads its variables once per process, so a second run in
+    # the same process would otherwise land in the first one's folder (tracker_env has set both)
+    run = wandb.init(project=project, name=run_name, dir=os.environ["WANDB_DIR"], mode=os.environ["WANDB_MODE"],
+                     config=config, reinit="finish_previous")
     return run, getattr(run, "url", None) or str(Path(run.dir).parent)
 
 
-def _open_swanlab(run_dir: Path, config: dict[str, Any], project: str, run_name: str):
+def _open_swanlab(run_dir: Path, config: dict[str, Any], project: str, run_name: str) -> tuple[_Run, str]:
     import swanlab
 
-    run = swanlab.init(project=project, experiment_name=run_name, config=config,
-                       logdir=os.environ.get("SWANLAB_LOG_DIR", str(run_dir / "swanlab")),
-                       mode=os.environ.get("SWANLAB_MODE", "local"))
-    return run, os.environ.get("SWANLAB_LOG_DIR", str(run_dir / "swanlab"))
+    # SWANLAB_MODE and SWANLAB_LOG_DIR (set by tracker_env) are read at every init
+    run = swanlab.init(project=project, experiment_name=run_name, config=config)
+    return run, os.environ["SWANLAB_LOG_DIR"]
 
 
-def _open_mlflow(run_dir: Path, config: dict[str, Any], project: str, run_name: str):
+def _open_mlflow(run_dir: Path, config: dict[str, Any], project: str, run_name: str) -> tuple[_Run, str]:
     import mlflow
 
     mlflow.set_experiment(project)
     run = mlflow.start_run(run_name=run_name, tags={"ajet.run_dir": config["ajet_run_dir"]})
-    mlflow.log_params({k: str(v)[:500] for k, v in _flat(config).items()})
+    mlflow.log_params({k: str(v)[:500] for k, v in flatten(config).items()})
     mlflow.log_dict(config, "config.json")
-    return run, f"{mlflow.get_tracking_uri()} run {run.info.run_id}"
+    return _MLflow(), f"{mlflow.get_tracking_uri()} run {run.info.run_id}"
 
 
-def _open_trackio(run_dir: Path, config: dict[str, Any], project: str, run_name: str):
+def _open_trackio(run_dir: Path, config: dict[str, Any], project: str, run_name: str) -> tuple[_Run, str]:
     import trackio
 
     run = trackio.init(project=project, name=run_name, config=config)
-    return run, os.environ.get("TRACKIO_DIR", "trackio's own folder")
-
-
-def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _log_mlflow(run, scalars, step):
-    import mlflow
-
-    mlflow.log_metrics(scalars, step=step)
-
-
-def _log_swanlab(run, scalars, step):
-    import swanlab
-
-    swanlab.log(scalars, step=step)
-
-
-def _log_trackio(run, scalars, step):
-    import trackio
-
-    trackio.log(scalars, step=step)
-
-
-def _end_mlflow(run):
-    import mlflow
-
-    mlflow.end_run()
-
-
-def _end_swanlab(run):
-    import swanlab
-
-    swanlab.finish()
-
-
-def _end_trackio(run):
-    import trackio
-
-    trackio.finish()
+    return _Trackio(run), os.environ["TRACKIO_DIR"]
 
 
 _OPENERS = {"tensorboard": _open_tensorboard, "wandb": _open_wandb, "swanlab": _open_swanlab,
             "mlflow": _open_mlflow, "trackio": _open_trackio}
-_LOGGERS = {
-    "tensorboard": lambda w, scalars, step: ([w.add_scalar(k, v, step) for k, v in scalars.items()], w.flush()),
-    "wandb": lambda run, scalars, step: run.log(scalars, step=step),
-    "swanlab": _log_swanlab, "mlflow": _log_mlflow, "trackio": _log_trackio,
-}
-_CLOSERS = {"tensorboard": lambda w: w.close(), "wandb": lambda run: run.finish(), "swanlab": _end_swanlab,
-            "mlflow": _end_mlflow, "trackio": _end_trackio}

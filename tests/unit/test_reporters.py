@@ -138,10 +138,55 @@ def test_trackio_local(tmp_path):
 
 
 def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch):
+    monkeypatch.setitem(reporters.PACKAGES, "tensorboard", ("json", "tensorboard"))  # installed wherever this runs
     monkeypatch.setitem(reporters.PACKAGES, "wandb", ("ajet_no_such_module", "wandb"))
     with pytest.raises(ConfigError, match=r"trainer.report_to names wandb, not installed here: pip install wandb "
                                           r"\(or pip install 'ajet\[trackers\]'\)"):
-        reporters.check_installed(["tensorboard", "wandb"][1:])
+        reporters.check_installed(["tensorboard", "wandb"])
+
+
+SEQUENCE = """
+import json, os, sys
+from pathlib import Path
+from ajet.backbone.reporters import Reporters
+names, variables = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+before = {k: os.environ.get(k) for k in variables}
+for run in sys.argv[3:]:
+    r = Reporters(names, Path(run), {}, project="ajet-test", run_name=Path(run).name)
+    r.log(1, "sft", {"loss": 1.0})
+    r.close()
+    after = {k: os.environ.get(k) for k in variables}
+    assert after == before, (before, after)
+"""
+
+
+@pytest.mark.parametrize("names", [["tensorboard", "mlflow"], ["wandb"]])
+def test_two_runs_in_one_process_each_write_to_their_own_folder(tmp_path, monkeypatch, names):
+    """benchmarks/swift_vs_debug.py runs one backbone after another in a process: the variables the first
+    run's trackers were given must not send the second one's into the first folder."""
+    for name in names:
+        pytest.importorskip(reporters.PACKAGES[name][0], reason=f"{reporters.PACKAGES[name][1]} is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARS}
+    env.update(PYTHONPATH=str(REPO), WANDB_SILENT="true", HOME=str(tmp_path))
+    env.update(WANDB_MODE="offline", MLFLOW_ALLOW_FILE_STORE="true")  # set by the user: kept as they are
+    runs = [tmp_path / "run-1", tmp_path / "run-2"]
+    done = subprocess.run([sys.executable, "-c", SEQUENCE, json.dumps(names), json.dumps(OFFLINE_VARS),
+                           *map(str, runs)], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in runs:
+        assert list(json.loads((run / "trackers.json").read_text())) == names
+        if "tensorboard" in names:
+            assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+        if "wandb" in names:
+            assert len(list((run / "wandb").glob("offline-run-*"))) == 1
+    if "mlflow" in names:
+        from mlflow.tracking import MlflowClient
+
+        monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow reads its file store only when allowed
+        for run in runs:
+            client = MlflowClient(tracking_uri=(run / "mlruns").resolve().as_uri())
+            experiment = client.get_experiment_by_name("ajet-test").experiment_id
+            assert [r.info.run_name for r in client.search_runs([experiment])] == [run.name]
 
 
 def test_the_backbones_hand_their_trainers_report_to_and_keep_them_offline(tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ from ajet.backbone.debug.state import (
     DataOrder, RunState, check_resume_config, epochs_to_steps, find_resume_dir, track_nonfinite,
 )
 from ajet.backbone.monitor import Monitor, plot_curves, print_summary, read_metrics, truncate_run_logs
-from ajet.backbone.reporters import Reporters
+from ajet.backbone.reporters import Reporters, check_installed
 from ajet.backbone.sample_log import write_samples
 from ajet.backbone.stop import check as check_stop
 from ajet.backbone.stop import run_async
@@ -90,9 +90,7 @@ class DebugRun:
                                   "or set output_dir to a new folder")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         save_resolved_config(cfg, self.run_dir)
-        # the trackers first: one whose package is missing stops the run before the model loads
-        reporters = Reporters(cfg.trainer.report_to, self.run_dir, cfg.model_dump(mode="json"), project=cfg.project,
-                              run_name=self.run_dir.name) if cfg.trainer.report_to else None
+        check_installed(cfg.trainer.report_to)  # a missing tracker package stops the run before the model loads
         _seed_everything(cfg.trainer.seed)  # LoRA's random init must be the same run to run
         needs_reference = not cfg.model.lora.enabled and ("dpo" in cfg.stages or cfg.grpo.beta > 0)
         self.policy = load_policy(cfg.model, reference=needs_reference)
@@ -102,6 +100,9 @@ class DebugRun:
         self.publisher = AdapterPublisher.for_engine(self.engine, self.policy, self.run_dir)  # remote: LoRA to server
         self.renderer = ChatRenderer(self.policy.tokenizer)  # load_policy applied model.chat_template
         self.steps = [self._stage_steps(name) for name in cfg.stages]
+        # opened last: nothing that can fail is left between them and the monitor that closes them
+        reporters = Reporters(cfg.trainer.report_to, self.run_dir, cfg.model_dump(mode="json"), project=cfg.project,
+                              run_name=self.run_dir.name) if cfg.trainer.report_to else None
         self.monitor = Monitor(self.run_dir, sum(self.steps), reporters, stages=list(zip(cfg.stages, self.steps)))
         self.optimizer = self.scheduler = None
 

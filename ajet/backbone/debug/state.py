@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ajet.backbone.reporters import flatten
 from ajet.errors import CheckpointError, TrainingError
 from ajet.trainer.checkpoint import latest_checkpoint, resolve_checkpoint
 
@@ -114,18 +115,6 @@ def _runs_with_checkpoints(parent: Path) -> list[tuple[Path, Path]]:
         return []
     found = [(d, c) for d in parent.iterdir() if d.is_dir() and (c := latest_checkpoint(d)) is not None]
     return sorted(found, key=lambda dc: dc[1].stat().st_mtime, reverse=True)
-
-
-def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}; lists and scalars are leaves."""
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
 
 
 def _covered(key: str, prefixes: Any) -> bool:
