@@ -34,7 +34,7 @@ def print_report(report: dict[str, Any], title: str = "ajet eval") -> None:
         ("turns / episode", f"{report['turns_per_episode']:.2f}"),
         ("generated tokens / episode", f"{report['tokens_per_episode']:.1f}"),
         ("tool calls parsed", report["tool_calls_parsed"]),
-        ("  of them plain JSON, not <tool_call>", report.get("tool_calls_json", 0)),
+        ("  of them plain JSON, not <tool_call>", report["tool_calls_json"]),
         ("tool-call parse failures", report["tool_call_parse_failures"]),
         ("truncated completions", report["truncated_completions"]),
         ("failed episodes", report["failed"]), ("judge failures", report["judge_failed"]),

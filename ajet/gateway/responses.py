@@ -69,7 +69,7 @@ def parse_responses_request(body: Any) -> tuple[ResponsesRequest, ChatRequest]:
     if req.top_logprobs:
         raise bad_request("top_logprobs is not supported: ajet's engines return the sampled token's logprob only",
                           "top_logprobs")
-    chat: dict[str, Any] = {"messages": _messages(req), "stream": False}
+    chat: dict[str, Any] = {"messages": _messages(req)}
     for key in ("model", "temperature", "top_p", "parallel_tool_calls"):
         if getattr(req, key) is not None:
             chat[key] = getattr(req, key)
@@ -95,8 +95,6 @@ def _messages(req: ResponsesRequest) -> list[dict[str, Any]]:
     assistant: dict[str, Any] | None = None  # the assistant message being gathered from consecutive items
     for i, item in enumerate(req.input):
         where = f"input.{i}"
-        if not isinstance(item, dict):
-            raise bad_request(f"{where} must be an object, got {type(item).__name__}", where)
         kind = item.get("type", "message")
         if kind == "reasoning":
             continue
@@ -158,10 +156,9 @@ def _string(item: dict[str, Any], key: str, where: str) -> str:
 
 
 def _tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
-    if not isinstance(tool, dict) or tool.get("type") != "function":
-        kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-        raise bad_request(f"{where} is a {kind!r} tool; the gateway runs no hosted tool, only 'function' tools",
-                          "tools")
+    if tool.get("type") != "function":
+        raise bad_request(f"{where} is a {tool.get('type')!r} tool; the gateway runs no hosted tool, only "
+                          "'function' tools", "tools")
     function = {k: tool[k] for k in ("name", "description", "parameters") if tool.get(k) is not None}
     return {"type": "function", "function": function}
 
@@ -182,8 +179,6 @@ def to_response(result: dict[str, Any], req: ResponsesRequest) -> dict[str, Any]
     output: list[dict[str, Any]] = []
     if message.get("content") or not message.get("tool_calls"):
         part = {"type": "output_text", "text": message.get("content") or "", "annotations": []}
-        if choice.get("logprobs"):
-            part["logprobs"] = choice["logprobs"]["content"]
         output.append({"type": "message", "id": f"msg_{secrets.token_hex(12)}", "status": "completed",
                        "role": "assistant", "content": [part]})
     for call in message.get("tool_calls") or []:
@@ -229,9 +224,9 @@ def response_events(response: dict[str, Any]) -> Iterator[str]:
                         item={**item, "status": "in_progress", "content": []})
             yield event("response.content_part.added", **ids, content_index=0, part=empty)
             yield event("response.output_text.delta", **ids, content_index=0, delta=part["text"],
-                        logprobs=part.get("logprobs", []))
+                        logprobs=[])
             yield event("response.output_text.done", **ids, content_index=0, text=part["text"],
-                        logprobs=part.get("logprobs", []))
+                        logprobs=[])
             yield event("response.content_part.done", **ids, content_index=0, part=part)
         else:
             yield event("response.output_item.added", output_index=index,
@@ -246,17 +241,11 @@ def response_events(response: dict[str, Any]) -> Iterator[str]:
 
 async def create_response(gateway: Any, request: Request) -> Response:
     """The `POST /v1/responses` handler of `gateway` (an `ajet.gateway.server.Gateway`)."""
-    parsed: list[ResponsesRequest] = []
-
-    def parse(body: Any) -> ChatRequest:
-        req, chat = parse_responses_request(body)
-        parsed.append(req)
-        return chat
-
-    outcome = await gateway.run_call(request, parse)
+    outcome = await gateway.run_call(request, parse_responses_request)
     if isinstance(outcome, Response):
         return outcome
-    response = to_response(outcome, parsed[0])
-    if parsed[0].stream:
+    req, result = outcome
+    response = to_response(result, req)
+    if req.stream:
         return StreamingResponse(response_events(response), media_type="text/event-stream")
     return JSONResponse(response)

@@ -17,7 +17,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _OPEN = "<tool_call>"
@@ -30,7 +30,7 @@ class ParsedOutput:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # OpenAI tool_calls
     malformed: int = 0  # blocks that looked like calls but did not parse
     error: str | None = None  # why the last malformed block failed
-    form: str | None = None  # 'tagged' (<tool_call> blocks) or 'json' (plain or fenced JSON): the calls' form
+    form: Literal["tagged", "json"] | None = None  # 'tagged' (<tool_call> blocks) or 'json' (plain or fenced JSON): the calls' form
 
 
 def parse_tool_calls(text: str, tool_names: set[str] | None = None) -> ParsedOutput:
@@ -73,8 +73,17 @@ def _parse_plain_json(text: str, tool_names: set[str] | None) -> ParsedOutput:
     if whole is not None and _call_shaped(whole):
         pieces, content = [whole], ""
     else:
-        pieces = [v for v in map(_json_values, _FENCE.findall(text)) if v is not None and _call_shaped(v)]
-        content = _FENCE.sub(lambda m: "" if _call_shaped(_json_values(m.group(1)) or []) else m.group(0), text)
+        pieces = []
+
+        def take(block: re.Match[str]) -> str:
+            """A fenced block of calls joins `pieces` and leaves the content; any other block stays."""
+            values = _json_values(block.group(1))
+            if values is None or not _call_shaped(values):
+                return block.group(0)
+            pieces.append(values)
+            return ""
+
+        content = _FENCE.sub(take, text)
     if not pieces:
         return ParsedOutput(content=text)
     calls, problems = _calls_and_problems([_parse_call(value, tool_names) for values in pieces for value in values])

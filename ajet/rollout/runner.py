@@ -248,7 +248,7 @@ class RolloutRunner:
             result.output.metadata["ajet"] = {
                 "tool_call_parse_failures": result.counters["tool_call_parse_failures"],
                 "tool_calls_parsed": result.counters["tool_calls_parsed"],
-                "tool_calls_json": result.counters.get("tool_calls_json", 0),
+                "tool_calls_json": result.counters["tool_calls_json"],
                 "llm_calls": len(result.calls),
                 "timed_out": result.counters["timed_out"],
                 "truncated": result.counters["truncated"],

@@ -20,6 +20,9 @@ class EpisodeTracker:
     # same reply twice (the same tool call retried), and each occurrence splices its own turn
     _turns: dict[tuple[str, str], list[GeneratedTurn]] = field(default_factory=dict)
     _stripped: set[tuple[str, str]] = field(default_factory=set)
+    # indexes of the calls some recorded prompt splices in: kept as calls are recorded, since the retry
+    # check asks it on every call
+    _spliced: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def next_index(self) -> int:
@@ -51,6 +54,7 @@ class EpisodeTracker:
         with self._lock:
             self._untrain_out_of_context(call)
             self._supersede_retried(call)
+            self._spliced.update(seg.call_index for seg in call.prompt_segments if seg.call_index is not None)
             call.index = len(self.calls)
             turn.call_index = call.index
             self.calls.append(call)
@@ -65,11 +69,12 @@ class EpisodeTracker:
         call has sent back since, is that call asked again: a client's or a framework's retry after a
         timeout or a lost answer. The earlier answer reached no later prompt and no outcome, so it is
         kept in the record (`superseded_by`) but not trained, and not spliced: one sample, not two."""
-        used = {seg.call_index for c in self.calls for seg in c.prompt_segments if seg.call_index is not None}
         prompt = call.prompt_ids
         for earlier in self.calls:
-            if (earlier.agent == call.agent and earlier.superseded_by is None and earlier.index not in used
-                    and len(earlier.prompt_ids) == len(prompt) and earlier.prompt_ids == prompt):
+            # the summed segment lengths first: they rule out nearly every call without building its prompt
+            if (earlier.agent == call.agent and earlier.superseded_by is None and earlier.index not in self._spliced
+                    and sum(len(seg.token_ids) for seg in earlier.prompt_segments) == len(prompt)
+                    and earlier.prompt_ids == prompt):
                 earlier.superseded_by, earlier.trained = len(self.calls), False
                 for turns in self._turns.values():
                     turns[:] = [t for t in turns if t.call_index != earlier.index]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 from typing import Any
 
+from ajet.engine.base import GuidedDecoding
+from ajet.errors import EngineError
 from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.server import Gateway, GatewayServer, create_app
 from ajet.tracker.episode import EpisodeTracker
@@ -47,13 +51,6 @@ class GuidedScript:
         self.generations: list[tuple[list[int], Any]] = []
 
     async def generate(self, prompt_ids, sampling):
-        import asyncio
-        import dataclasses
-
-        from ajet.engine.base import GuidedDecoding
-
-        from ajet.errors import EngineError
-
         attempt, self.attempts = self.attempts, self.attempts + 1
         if attempt in self.fail:
             raise EngineError(f"scripted failure of attempt {attempt}")

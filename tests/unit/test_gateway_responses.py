@@ -83,8 +83,14 @@ async def test_what_the_gateway_cannot_do_is_refused_by_name(tiny_tokenizer, bod
         async with httpx.AsyncClient(base_url=url) as http:
             r = await http.post("/responses", json=body, headers={"Authorization": f"Bearer {issue('assistant')}"})
             assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
+
+
+async def test_a_forged_key_is_refused(tiny_tokenizer):
+    async with running_gateway(scripted_engine(tiny_tokenizer, []), tiny_tokenizer) as (gateway, url):
+        open_episode(gateway)  # an episode is open: a key that is not one of its own is still refused
+        async with httpx.AsyncClient(base_url=url) as http:
             r = await http.post("/responses", json={"input": "x"}, headers={"Authorization": "Bearer ajet-forged"})
-            assert r.status_code == 401
+    assert r.status_code == 401
 
 
 async def test_a_retried_request_trains_one_sample(tiny_tokenizer):
@@ -97,8 +103,7 @@ async def test_a_retried_request_trains_one_sample(tiny_tokenizer):
         messages: list = [{"role": "user", "content": "Houston?"}]
         tools = [{"type": "function", "function": {k: v for k, v in TOOLS[0].items() if k != "type"}}]
         await client.chat.completions.create(model="m", messages=messages, tools=tools)
-        again = await client.chat.completions.create(model="m", messages=messages, tools=tools,
-                                                     extra_headers={"x-stainless-retry-count": "1"})
+        again = await client.chat.completions.create(model="m", messages=messages, tools=tools)
         message = again.choices[0].message
         messages += [message.model_dump(exclude_none=True),
                      {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "2.85"}]
