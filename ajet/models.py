@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ajet.errors import ModelError
-from ajet.model_packages import PACKAGED, find, gguf_source, install, installed
-
-EMBEDDED = "smollm2-135m-instruct"
+from ajet.model_packages import EMBEDDED, PACKAGED, find, gguf_source, install, installed
 TINY = "tiny-random"
 
 

@@ -31,8 +31,10 @@ TOOLS_SYSTEM = (
 CALL_TEXT = "<tool_call>\n{}\n</tool_call>"
 RESULT_TEXT = "<tool_response>\n{}\n</tool_response>"
 
-_SIMPLE_KEYS = {"type", "description", "enum", "default", "title", "items"}
-_SCALARS = {"string", "number", "integer", "boolean", "null"}
+# The schema keys each form may hold; ajet.tool_template writes the same rules into Jinja from these.
+SIMPLE_KEYS = frozenset({"type", "description", "enum", "default", "title", "items"})
+PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "title", "additionalProperties", "description"})
+SCALARS = frozenset({"string", "number", "integer", "boolean", "null"})
 
 
 def renders_tools(template: str) -> bool:
@@ -63,7 +65,7 @@ def signature(tool: dict[str, Any]) -> str:
 
 def _plain_object(schema: dict[str, Any]) -> bool:
     """A parameters schema that is just named properties (what a signature can say whole)."""
-    return set(schema) <= {"type", "properties", "required", "title", "additionalProperties", "description"} and \
+    return set(schema) <= PLAIN_OBJECT_KEYS and \
         schema.get("type", "object") == "object"
 
 
@@ -86,12 +88,12 @@ def _argument(name: str, spec: Any, required: bool) -> str:
 
 def _type(spec: dict[str, Any]) -> str | None:
     """'string', 'integer', 'list[string]'; None when the schema is more than a simple type."""
-    if not set(spec) <= _SIMPLE_KEYS:
+    if not set(spec) <= SIMPLE_KEYS:
         return None
     kind = spec.get("type", "string" if "enum" in spec else None)
     if not isinstance(kind, str):  # a union (["string", "null"]) or nothing a type name can say
         return None
-    if kind in _SCALARS:
+    if kind in SCALARS:
         return None if "items" in spec else kind
     if kind == "array":
         items = spec.get("items")

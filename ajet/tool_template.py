@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 
-from ajet.tool_prompt import CALL_TEXT, RESULT_TEXT, TOOLS_SYSTEM, renders_tools
+from ajet.tool_prompt import (CALL_TEXT, PLAIN_OBJECT_KEYS, RESULT_TEXT, SCALARS, SIMPLE_KEYS, TOOLS_SYSTEM,
+                              renders_tools)
 
-_SIMPLE_KEYS = ["type", "description", "enum", "default", "title", "items"]
-_PLAIN_OBJECT_KEYS = ["type", "properties", "required", "title", "additionalProperties", "description"]
-_SCALARS = ["string", "number", "integer", "boolean", "null"]
+# tool_prompt's key sets as Jinja list literals (sorted: the same text on every run)
+_SIMPLE_KEYS, _PLAIN_OBJECT_KEYS, _SCALARS = (sorted(keys) for keys in (SIMPLE_KEYS, PLAIN_OBJECT_KEYS, SCALARS))
 
 
 def _literal(text: str) -> str:

@@ -45,6 +45,16 @@ def test_native_tool_template_gets_the_tools(tiny_tokenizer):
     assert text.endswith("assistant: ")
 
 
+def test_native_template_gets_call_arguments_as_objects(tiny_tokenizer):
+    # OpenAI sends arguments as a JSON string; a template that writes `arguments | tojson` (Qwen2.5's)
+    # must see the object, not the string quoted again
+    template = ("{% for m in messages %}{% for c in m.tool_calls or [] %}"
+                "CALL {{ c.function.name }} {{ c.function.arguments | tojson }}\n{% endfor %}{% endfor %}"
+                "{% if tools %}{% endif %}")
+    text = ChatRenderer(tiny_tokenizer, chat_template=template).render_text(CONVERSATION, TOOLS, False)
+    assert text == 'CALL get_price {"city": "Houston"}\n'
+
+
 def test_sft_mask_covers_assistant_turns_only(tiny_tokenizer):
     renderer = ChatRenderer(tiny_tokenizer)
     rendered = renderer.encode_conversation(CONVERSATION, TOOLS)

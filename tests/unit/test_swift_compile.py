@@ -191,3 +191,10 @@ def test_dpo_loss_variants_compile_to_swifts_flags(tmp_path: Path, overrides: li
     plan, _ = SwiftRun(cfg).plan("dpo", None)
     assert {k: plan.args.get(k) for k in flags} == flags
     assert ("loss_type" in plan.args) == ("loss_type" in flags)  # sigmoid: swift's own default, no flag
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "smollm2-135m"])
+def test_the_embedded_model_is_a_llama_to_swift_under_either_of_its_names(tmp_path: Path, name: str) -> None:
+    # swift cannot tell SmolLM2's type from its config; the preset name must not lose it
+    cfg = _cfg(tmp_path, f"model.path={name}")
+    assert swift_args.model_args(cfg, None)["model_type"] == "llama"

@@ -19,6 +19,7 @@ from typing import Any
 
 from ajet.config.schema import AjetConfig, DpoConfig
 from ajet.errors import ConfigError
+from ajet.model_packages import find
 from ajet.models import EMBEDDED, TINY, resolve_model_path
 
 STAGES = ("sft", "grpo", "dpo")
@@ -120,13 +121,19 @@ def world_size(cfg: AjetConfig) -> int:
     return swift.nproc_per_node * swift.nnodes
 
 
+def _model_name(path: str) -> str:
+    """A packaged model's own name whichever name `path` uses for it (`smollm2-135m` is its preset name)."""
+    packaged = find(path)
+    return packaged.name if packaged is not None else path
+
+
 def model_args(cfg: AjetConfig, start: Path | None) -> dict[str, Any]:
     """Model, template and tuner flags. `start`: the checkpoint the stage continues from (None: the base)."""
     swift, lora = cfg.backbone.swift, cfg.model.lora
     base = resolve_model_path(cfg.model.path)
     args: dict[str, Any] = {
         "model": str(start) if start is not None and not lora.enabled else base,
-        "model_type": swift.model_type or _KNOWN_MODEL_TYPES.get(cfg.model.path),
+        "model_type": swift.model_type or _KNOWN_MODEL_TYPES.get(_model_name(cfg.model.path)),
         "template": swift.template or "ajet",
         "agent_template": swift.agent_template,
         "torch_dtype": None if cfg.model.dtype == "auto" else cfg.model.dtype,
