@@ -479,9 +479,8 @@ def expression_words(expression: str, rng: random.Random) -> str | None:
     if re.search(r"[()^%]", expression):
         return None
     out = expression
-    for op, said in _OPERATOR_WORDS.items():
-        out = re.sub(rf"\s*{re.escape(op)}\s*(?=\d)", f" {rng.choice(said)} ", out) if op != "*" else \
-            re.sub(r"(?<!\*)\s*\*\s*(?![*\s]*\*)(?=\s*\d)", f" {rng.choice(said)} ", out)
+    for op, said in _OPERATOR_WORDS.items():  # '**' first, so that '*' never meets half of it
+        out = re.sub(rf"\s*{re.escape(op)}\s*(?=\d)", f" {rng.choice(said)} ", out)
     out = " ".join(out.split())
     return out if re.fullmatch(r"[\d.]+(?: [a-z ]+ [\d.]+)+", out) else None
 
