@@ -6,7 +6,8 @@ fails (503), so the framework's client retries it; then the agent calls two tool
 (parallel calls) and answers. Checked: the recorded tokens and logprobs are the engine's, the failed
 attempt left nothing behind, the calls merged into the samples the framework's history allows (one;
 smolagents rewrites its history: one per call), and each sample's loss mask covers exactly the model's
-tokens. One framework's own client timeout is run too (slower: it waits for the timeout).
+tokens. One framework's own client timeout is run too (slower: it waits for the timeout). And
+make_data.py's tasks reproduce the shipped train/val files.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import pytest
 
 from ajet import Task, Tuner
 from ajet.engine.base import SamplingParams
+from ajet.jsonl import write_jsonl_files
 from ajet.plugins import load_object
 from ajet.tracker.merge import build_samples
 from tests.unit.gw_helpers import GuidedScript, open_episode, running_gateway
 
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_frameworks"
 FrameworkWorkflow = load_object(f"{FOLDER / 'adapters.py'}:FrameworkWorkflow")  # puts the folder on sys.path
+ADAPTER_FRAMEWORKS = load_object(f"{FOLDER / 'adapters.py'}:FRAMEWORKS")
 # By file path, not `import make_data`: every tutorial has a make_data.py, and sys.modules keeps the first one.
 tasks = load_object(f"{FOLDER / 'make_data.py'}:tasks")
 gold_turns = load_object(f"{FOLDER / 'make_data.py'}:gold_turns")
@@ -41,6 +44,18 @@ FRAMEWORKS = {
 # The timeout test's client timeout: a call of the tiny model takes well under a second on a quiet machine;
 # on a loaded one a call may outlast it too, and the client retries it (up to RETRIES times).
 TIMEOUT_S, RETRIES = 20.0, 4
+
+
+def test_this_file_covers_every_framework_of_the_adapter():
+    assert list(FRAMEWORKS) == list(ADAPTER_FRAMEWORKS)
+
+
+def test_make_data_tasks_reproduce_the_shipped_splits(tmp_path):
+    # the SFT files need every framework run through the gateway (minutes); the splits are cheap
+    train, val = tasks()
+    write_jsonl_files(tmp_path, {"train": train, "val": val})
+    for name in ("train", "val"):
+        assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

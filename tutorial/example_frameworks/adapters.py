@@ -26,6 +26,7 @@ from typing import Any
 import openai
 
 from ajet import Task, Tuner, Workflow, WorkflowOutput
+from ajet.plugins import load_object
 
 AGENT = "assistant"
 
@@ -56,7 +57,7 @@ class FrameworkWorkflow(Workflow):
         except ModuleNotFoundError as exc:
             raise ValueError(f"framework = {framework!r} needs the {exc.name!r} package: "
                              "pip install -e '.[frameworks]'") from None
-        self.limits = tuple(getattr(importlib.import_module(m), c) for m, c in (n.split(":") for n in limits))
+        self.limits = tuple(load_object(ref) for ref in limits)
         self.timeout_s, self.max_retries = float(timeout_s), int(max_retries)
 
     async def execute(self, task: Task, tuner: Tuner) -> WorkflowOutput:

@@ -1,7 +1,7 @@
 """The shop agent, written with AG2 (`ag2` 1.x, `import ag2`) only: nothing here knows ajet.
 
-`build_agent(base_url, api_key, model)` is an AG2 `Agent` with `@tool` functions on an `OpenAIConfig`
-pointed at an OpenAI-compatible server; it streams the completions (`streaming=True`).
+`build_agent(base_url, api_key, model)` is an AG2 `Agent` with shop_tools' functions as tools, on an
+`OpenAIConfig` pointed at an OpenAI-compatible server; it streams the completions (`streaming=True`).
 `answer(agent, question)` asks it once and returns the reply's text.
 """
 
@@ -14,30 +14,14 @@ import shop_tools
 
 PROMPT = ("You are a shop assistant. Look up prices, stock and currency conversions with the tools, "
           "then answer in one short sentence that states the numbers.")
-
-
-@tool
-def get_price(item: str) -> dict:
-    """Price of one item in the shop, in USD."""
-    return shop_tools.get_price(item)
-
-
-@tool
-def get_stock(item: str) -> dict:
-    """How many units of an item the shop has in stock."""
-    return shop_tools.get_stock(item)
-
-
-@tool
-def convert_currency(amount_usd: float, currency: str) -> dict:
-    """Convert an amount in USD to EUR, GBP, JPY or CAD."""
-    return shop_tools.convert_currency(amount_usd, currency)
+# The plain functions as AG2 tools: their names, signatures and docstrings are the tool specs.
+TOOLS = [tool(f) for f in shop_tools.TOOLS]
 
 
 def build_agent(base_url: str, api_key: str, model: str, *, timeout: float = 600.0, max_retries: int = 0) -> Agent:
     config = OpenAIConfig(model=model, base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries,
                           streaming=True)
-    return Agent("shop_assistant", prompt=PROMPT, config=config, tools=[get_price, get_stock, convert_currency])
+    return Agent("shop_assistant", prompt=PROMPT, config=config, tools=TOOLS)
 
 
 async def answer(agent: Agent, question: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ajet import Judge, Reward, Task, WorkflowOutput
-from ajet.judge.exact_match import numbers_in
+from ajet.judge.numbers import numbers_in
 
 
 class NumbersJudge(Judge):

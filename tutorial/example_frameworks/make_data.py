@@ -8,17 +8,16 @@
 - `sft_<framework>.jsonl`: one demonstration per train task and trained sample, in OpenAI format
   (`tools` + `messages`). Each framework writes its own system prompt, tool specs, history and tool
   results, so a demonstration must be what THAT framework sends: it is recorded by running the real
-  framework agent (`<framework>_agent.py`) through ajet's gateway on a replay engine that plays the
-  task's gold turns (`<tool_call>` blocks, then the answer), and taking each merged sample's last
-  request plus the gold reply. Call ids are renumbered (`call_0`, ...) so the files are reproducible.
+  framework agent (`<framework>_agent.py`, through adapters.py's `FrameworkWorkflow` as training runs
+  it) through ajet's gateway on a replay engine that plays the task's gold turns (`<tool_call>`
+  blocks, then the answer), and taking each merged sample's last request plus the gold reply. Call
+  ids are renumbered (`call_0`, ...) so the files are reproducible.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import inspect
 import json
 import random
 import re
@@ -26,14 +25,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ajet import Task, Tuner
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from adapters import FRAMEWORKS, FrameworkWorkflow  # noqa: E402
 from shop_tools import ITEMS, RATES, convert_currency, get_price, get_stock  # noqa: E402
 
 SEED = 20261128
 CALL_ID = re.compile(r"call_[0-9a-f]{12}")  # the gateway's tool-call ids (ajet.gateway.tool_parser)
-FRAMEWORKS = ("openai_agents", "langgraph", "smolagents", "pydantic_ai", "ag2")
 QUESTIONS = {
     "price": ["How much does a {item} cost?", "What is the price of a {item}?", "Price of one {item}, please."],
     "stock": ["How many units of {item} are in stock?", "How many {item} units does the shop have?"],
@@ -109,29 +110,30 @@ async def demonstrations(framework: str, rows: list[dict[str, Any]], tokenizer: 
     class Recording(Gateway):
         """Keeps each request's tools: a demonstration needs the specs exactly as the framework sent them."""
 
-        tools: list[Any] = []
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tools: list[Any] = []
 
         async def _complete(self, session, agent, chat):
             self.tools.append(chat.tools)
             return await super()._complete(session, agent, chat)
 
-    module = importlib.import_module(f"{framework}_agent")
+    workflow = FrameworkWorkflow(framework=framework)
     out = []
     for row in rows:
         script = gold_turns(row, framework)
         gateway = Recording(ReplayEngine([{"text": t} for t in script], tokenizer), tokenizer)
-        gateway.tools = []
         server = GatewayServer(create_app(gateway))
         url = await server.start()
         session = EpisodeSession(episode_id=row["task_id"], tracker=EpisodeTracker(row["task_id"]))
+        task = Task(task_id=row["task_id"], query=row["query"], answer=row["answer"])
         try:
-            agent = module.build_agent(url, gateway.open_episode(session)("assistant"), "policy")
-            if inspect.iscoroutinefunction(module.answer):
-                await module.answer(agent, row["query"])
-            else:
-                await asyncio.to_thread(module.answer, agent, row["query"])
+            result = await workflow.execute(task, Tuner(url, "policy", gateway.open_episode(session)))
         finally:
             await server.stop()
+        # the workflow turns a refusal or a step limit into an empty answer: for a demonstration, an error
+        if result.metadata["stop_reason"] != "answered":
+            raise RuntimeError(f"{framework} stopped on {row['task_id']}: {result.metadata['stop_reason']}")
         calls = session.tracker.calls
         if len(calls) != len(script):
             raise RuntimeError(f"{framework} made {len(calls)} calls on {row['task_id']}; the gold has {len(script)}")
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
-    from ajet.generate.files import write_jsonl_files
+    from ajet.jsonl import write_jsonl_files
     from ajet.models import resolve_model_path
 
     train, val = tasks()

@@ -14,24 +14,8 @@ import shop_tools
 
 INSTRUCTIONS = ("You are a shop assistant. Look up prices, stock and currency conversions with the tools, "
                 "then answer in one short sentence that states the numbers.")
-
-
-@function_tool
-def get_price(item: str) -> dict:
-    """Price of one item in the shop, in USD."""
-    return shop_tools.get_price(item)
-
-
-@function_tool
-def get_stock(item: str) -> dict:
-    """How many units of an item the shop has in stock."""
-    return shop_tools.get_stock(item)
-
-
-@function_tool
-def convert_currency(amount_usd: float, currency: str) -> dict:
-    """Convert an amount in USD to EUR, GBP, JPY or CAD."""
-    return shop_tools.convert_currency(amount_usd, currency)
+# The plain functions as the SDK's tools: their names, signatures and docstrings are the tool specs.
+TOOLS = [function_tool(f) for f in shop_tools.TOOLS]
 
 
 def build_agent(base_url: str, api_key: str, model: str, *, timeout: float = 600.0, max_retries: int = 0) -> Agent:
@@ -40,7 +24,7 @@ def build_agent(base_url: str, api_key: str, model: str, *, timeout: float = 600
         name="shop_assistant",
         instructions=INSTRUCTIONS,
         model=OpenAIResponsesModel(model=model, openai_client=client),
-        tools=[get_price, get_stock, convert_currency],
+        tools=TOOLS,
     )
 
 

@@ -20,25 +20,9 @@ INSTRUCTIONS = ("You are a shop assistant. Look up prices, stock and currency co
 
 def build_agent(base_url: str, api_key: str, model: str, *, timeout: float = 600.0, max_retries: int = 0) -> Agent:
     client = AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries)
-    agent = Agent(OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
-                  instructions=INSTRUCTIONS)
-
-    @agent.tool_plain
-    def get_price(item: str) -> dict:
-        """Price of one item in the shop, in USD."""
-        return shop_tools.get_price(item)
-
-    @agent.tool_plain
-    def get_stock(item: str) -> dict:
-        """How many units of an item the shop has in stock."""
-        return shop_tools.get_stock(item)
-
-    @agent.tool_plain
-    def convert_currency(amount_usd: float, currency: str) -> dict:
-        """Convert an amount in USD to EUR, GBP, JPY or CAD."""
-        return shop_tools.convert_currency(amount_usd, currency)
-
-    return agent
+    # The plain functions as tools: their names, signatures and docstrings are the tool specs.
+    return Agent(OpenAIChatModel(model, provider=OpenAIProvider(openai_client=client)),
+                 instructions=INSTRUCTIONS, tools=shop_tools.TOOLS)
 
 
 async def answer(agent: Agent, question: str, *, max_turns: int = 4) -> str:
