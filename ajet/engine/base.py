@@ -68,6 +68,11 @@ class Engine(abc.ABC):
     async def close(self) -> None:
         """Release resources. Idempotent."""
 
+    def release_caches(self) -> None:
+        """Free what the engine can make again (the hf engine's prefix KV cache, which the next weight
+        update makes stale anyway, and its weight copies). The trainer calls it before an update, so
+        that a training step's activations do not sit beside them; the next engine step rebuilds them."""
+
     async def generate_many(self, prompts: list[list[int]], sampling: SamplingParams) -> list[Generation]:
         """Generate one completion per prompt, concurrently (engines that batch will batch them)."""
         return list(await asyncio.gather(*(self.generate(p, sampling) for p in prompts)))

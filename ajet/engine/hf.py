@@ -155,6 +155,9 @@ class HFEngine(Engine):
     def autocast_dtype(self, value: Any) -> None:
         self.runner.autocast_dtype = value
 
+    def release_caches(self) -> None:
+        self.runner.release_caches()
+
     # ------------------------------------------------------------------ adapters
     def load_adapter(self, name: str, path: str | Path) -> None:
         """Serve the peft LoRA adapter saved in `path` to requests with `SamplingParams.adapter == name`.

@@ -138,6 +138,14 @@ class ModelRunner:
         self._params = None
         self.step_weights.weights_changed()
 
+    def release_caches(self) -> None:
+        """Drop the prefix cache, which the coming weight update makes stale, and the step's weight copies
+        (folded, cast, laid out): up to `prefix_cache_mb` of KV and a copy of every linear weight would
+        otherwise sit beside the update's activations. Waits for a running step."""
+        with self.lock:
+            self.prefix_cache.clear()
+            self.step_weights.release()
+
     def decoder(self) -> Any:
         """The worker thread's private tokenizer copy: a fast tokenizer used from two threads at once can
         fail ("Already borrowed") when the other thread changes its padding or truncation settings."""

@@ -71,6 +71,17 @@ class StepWeights:
         self._linears = None
         self._last_key = None
 
+    def release(self) -> None:
+        """Drop every copy: the folded ones derive from the adapter, which the next update changes, and
+        the cast and laid-out ones are made again at the next step that runs (laying out SmolLM2-135M's
+        weights takes 0.24 CPU-seconds, Qwen2.5-0.5B's 1.7: a trainer's update sets the pace, not this)."""
+        for f in self._folds:
+            f.linear, f.built_from = None, ()
+        self._copies.clear()
+        self._packs.clear()
+        self._entries = ([], [], [])
+        self._last_key = None
+
     @property
     def active(self) -> bool:
         """Whether a step needs `swapped()` at all."""

@@ -60,7 +60,9 @@ def _chunk_logps(model, chunk: list[Pair], policy: Policy) -> tuple[torch.Tensor
     rejected rows."""
     samples = [c for c, _ in chunk] + [r for _, r in chunk]
     ids, attention, mask = _pad(samples, policy.tokenizer.pad_token_id or 0, policy.device)
-    return sequence_logprobs(token_logprobs(model, ids, attention, mask), mask), mask.sum(dim=1)
+    with policy.autocast():  # the precision of every other pass (ajet.models.resolve_autocast)
+        logprobs = token_logprobs(model, ids, attention, mask)  # (2P, T)
+    return sequence_logprobs(logprobs, mask), mask.sum(dim=1)
 
 
 def needs_reference(dpo: DpoConfig) -> bool:

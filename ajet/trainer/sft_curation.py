@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,15 +37,17 @@ class _Row(NamedTuple):
     sample: Sample
 
 
-def sample_losses(model: torch.nn.Module, pad_id: int) -> LossFn:
-    """Mean NLL per trained token of each sample under `model` (one row at a time: no padding waste)."""
+def sample_losses(model: torch.nn.Module, pad_id: int,
+                  autocast: Callable[[], AbstractContextManager] = nullcontext) -> LossFn:
+    """Mean NLL per trained token of each sample under `model` (one row at a time: no padding waste),
+    each pass under `autocast()` (a policy's: `policy.autocast`)."""
 
     def losses(samples: Sequence[Sample]) -> list[float]:
         out = []
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             for s in samples:
                 ids = torch.tensor([s.input_ids], device=device)
                 mask = torch.tensor([s.loss_mask], dtype=torch.float32, device=device)

@@ -145,3 +145,16 @@ async def test_folding_leaves_bf16_adapters_trainable(tokenizer, tiny_model_path
     loss = policy(input_ids=torch.tensor([tokenizer.encode("Hi there")])).logits.float().mean()
     loss.backward()  # the trainer's next step
     assert all(p.grad is not None for n, p in policy.named_parameters() if p.requires_grad)
+
+
+async def test_release_caches_frees_the_stale_copies_and_the_next_step_rebuilds_them(policy, tokenizer):
+    prompt = tokenizer.encode("The capital of France is")
+    engine = HFEngine(policy, tokenizer, fold_lora=True, pack_weights=True)
+    before = await generate_all(engine, prompt)
+    steps = engine.runner.step_weights
+    assert engine.prefix_cache.nbytes > 0 and all(f.linear is not None for f in steps._folds)
+    assert steps._packs
+    engine.release_caches()  # what the debug loop does before each update
+    assert engine.prefix_cache.nbytes == 0 and all(f.linear is None for f in steps._folds) and not steps._packs
+    assert_same(await generate_all(engine, prompt), before)  # rebuilt: the same tokens and logprobs
+    assert all(f.linear is not None for f in steps._folds) and lora_modules(policy) != []

@@ -35,6 +35,7 @@ from ajet.backbone.stop import run_async
 from ajet.config.loader import save_resolved_config
 from ajet.config.schema import AjetConfig
 from ajet.errors import CheckpointError, ConfigError
+from ajet.memory import return_freed_memory
 from ajet.rollout.validation import evaluate
 from ajet.render import ChatRenderer
 from ajet.gateway.episodes import derive_seed
@@ -119,7 +120,7 @@ class DebugRun:
     def _sft_data(self):
         if not hasattr(self, "_sft_cache"):
             if self.cfg.sft.curated:
-                losses = sample_losses(self.policy.model, self.policy.tokenizer.pad_token_id or 0)
+                losses = sample_losses(self.policy.model, self.policy.tokenizer.pad_token_id or 0, self.policy.autocast)
                 samples, report, curation = curated_sft_samples(self.cfg.sft, self.renderer, self.run_dir,
                                                                 self.cfg.trainer.seed, losses)
                 console.print(describe(curation))
@@ -207,6 +208,7 @@ class DebugRun:
             async with RolloutStack(self.cfg, self.engine, self.policy.tokenizer, self.run_dir) as stack:
                 while self.state.stage_step < total:
                     metrics = await step_fn(stack)
+                    return_freed_memory()  # the update's freed pages: not kept beside the next rollout
                     self.state.stage_step += 1
                     self.state.global_step += 1
                     step = self.state.global_step
@@ -244,11 +246,18 @@ class DebugRun:
         return {"val_reward_mean": report["reward_mean"], "val_success_rate": report["success_rate"]}
 
     # ------------------------------------------------------------------ steps
+    def _before_update(self) -> None:
+        """An update's activations do not sit beside what the engine can make again (its prefix cache and
+        weight copies) or beside the heap pages the rollout freed (ajet.memory)."""
+        self.engine.release_caches()
+        return_freed_memory()
+
     async def _sft_step(self, stack: RolloutStack) -> dict[str, Any]:
         samples, n = self._sft_data()
         order = DataOrder(n, self.cfg.trainer.seed)
         batch = [samples[i] for i in order.take(self.state, self.cfg.sft.batch_size)]
         trainer = self.cfg.trainer.model_copy(update={"updates_per_step": 1})
+        self._before_update()
         stats = train_step(self.policy, self.optimizer, self.scheduler, batch, None, trainer, algo="sft")
         return _rename(stats, epoch=self.state.epoch)
 
@@ -336,6 +345,7 @@ class DebugRun:
             return {**metrics, "skipped_update": 1}
         kept = [samples[i] for i in chosen.kept]
         nan_old = any(lp != lp for s in kept for lp in s.old_logprobs)  # text-mode merges leave NaN
+        self._before_update()
         stats = train_step(self.policy, self.optimizer, self.scheduler, kept, chosen.advantages,
                            self.cfg.trainer, algo="ppo" if ppo else "grpo", grpo=self.cfg.grpo,
                            old_logprobs="recompute" if nan_old else "engine", ppo=self.cfg.ppo,
@@ -356,6 +366,7 @@ class DebugRun:
             if not batch:
                 _advance(self.scheduler)
                 return {**metrics, "skipped_update": 1}
+        self._before_update()
         stats = dpo_step(self.policy, self.optimizer, self.scheduler, batch, self.cfg.trainer, self.cfg.dpo)
         self.engine.weights_version += 1
         return {**metrics, **_rename(stats)}
