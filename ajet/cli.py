@@ -63,8 +63,10 @@ docs/configuration.md (or `ajet --help-config`).
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `ajet` command line with `argv` (default: sys.argv[1:]); return the exit code."""
-    from ajet.memory import bound_kernel_cache
+    from ajet.memory import bound_kernel_cache, with_jemalloc
 
+    if argv is None:  # the `ajet` command itself, not a caller's process
+        with_jemalloc()  # returns in the process that runs, preloaded where jemalloc is installed
     bound_kernel_cache()  # before any model runs (ajet.memory)
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[0] if args and args[0] in COMMANDS else "train"
