@@ -13,12 +13,13 @@ the training process's resident memory climbed from 3.1 GB after the first SFT s
   autocast every micro-batch has a new length, so each step added ~70 MB of kernels (35 MB with 256
   kept, flat after 5 steps, no slower). `bound_kernel_cache()` caps the cache at 256 unless
   `ONEDNN_PRIMITIVE_CACHE_CAPACITY` is set.
-- Even trimmed, glibc's heaps hold more than a step needs: SFT steps of that quickstart peaked at
-  3.0 GB with glibc's malloc and 2.7 GB with jemalloc, which was also faster (7.0 s a step instead of
-  9.2; 8 steps each, two runs each, interleaved). The `ajet` command therefore runs itself again under
-  jemalloc when the system has it (`with_jemalloc`: Debian/Ubuntu package libjemalloc2), as Intel's
-  PyTorch launcher does; `AJET_ALLOCATOR=system` keeps glibc's. Processes that ajet starts (MCP
-  servers, swift, LLaMA-Factory) get the environment as it was, without the preload.
+- Even trimmed, glibc's heaps hold more than a step needs: on a 2-core AMX CPU, SFT steps of that
+  quickstart peaked at 3.0 GB with glibc's malloc and 2.7 GB with jemalloc, which was also faster
+  (7.0 s a step instead of 9.2; 8 steps each, two runs each, interleaved). The `ajet` command therefore
+  runs itself again under jemalloc when the system has it (`with_jemalloc`: Debian/Ubuntu package
+  libjemalloc2), as Intel's PyTorch launcher does; `AJET_ALLOCATOR=system` keeps glibc's. Processes
+  that ajet starts (MCP servers, swift, LLaMA-Factory) get the environment as it was, without the
+  preload.
 """
 
 from __future__ import annotations

