@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ajet.algorithm.losses import token_entropy
 from ajet.trainer.policy import unwrap_causal_lm
@@ -80,32 +81,45 @@ class PrefixPass:
     micro-batches read its keys, values and hidden states through detached copies, so each
     micro-batch's backward stops there and leaves its gradient on them, and `backward()` then sends
     the summed gradient through the one pass. The parameters get the gradient of running the prefix
-    with every micro-batch (up to float summation order) at the cost of one pass. Call `backward()`
+    with every micro-batch (up to float summation order) at the cost of one pass (run forward twice when
+    `checkpointed`: its activations then live only inside `backward()`, not beside the micro-batches'). Call `backward()`
     after the last micro-batch's backward and before the optimizer step.
     """
 
-    def __init__(self, model: nn.Module, prefix_ids: torch.Tensor):
-        """model: the policy (a `*ForCausalLM`, peft-wrapped or not); prefix_ids: (P,) the shared tokens."""
+    def __init__(self, model: nn.Module, prefix_ids: torch.Tensor, *, checkpointed: bool = True):
+        """model: the policy (a `*ForCausalLM`, peft-wrapped or not); prefix_ids: (P,) the shared tokens.
+        checkpointed: keep only the pass's outputs and recompute its activations in `backward()` (one more
+        forward over the prefix); False keeps them through the micro-batches (faster, more memory)."""
         self.decoder = _decoder_and_head(model)[0]
         if _checkpointing(self.decoder):
             raise ValueError("a PrefixPass cannot run under gradient checkpointing "
                              "(transformers turns the KV cache off)")
-        out = self.decoder(input_ids=prefix_ids.unsqueeze(0), use_cache=True)  # (1, P)
         self.length = int(prefix_ids.shape[0])
-        self._template = out.past_key_values
-        ran = [(layer.keys, layer.values) for layer in self._template.layers if layer.keys is not None]
-        self._outputs = [out.last_hidden_state] + [t for pair in ran for t in pair]  # the graph's ends
+        self._template: Any = None
+
+        def run(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            out = self.decoder(input_ids=ids.unsqueeze(0), use_cache=True)  # (1, P)
+            if self._template is None:  # the first run's cache; the recomputation in backward() makes its own
+                self._template = out.past_key_values
+            ran = [(layer.keys, layer.values) for layer in out.past_key_values.layers if layer.keys is not None]
+            return (out.last_hidden_state, *(t for pair in ran for t in pair))
+
+        # Checkpointed, the pass holds only its outputs while the micro-batches run and recomputes its
+        # activations (about 1 MB a token for SmolLM2-135M) in backward(), once theirs are freed, with the
+        # same random state and autocast.
+        outputs = checkpoint(run, prefix_ids, use_reentrant=False) if checkpointed else run(prefix_ids)
+        self._outputs = list(outputs)  # the graph's ends
         self._leaves = [t.detach().requires_grad_(t.requires_grad) for t in self._outputs]
 
     @classmethod
     def shared_by(cls, model: nn.Module, input_ids: list[torch.Tensor], lengths: list[list[int]],
-                  min_shared_prefix: int = MIN_SHARED_PREFIX) -> PrefixPass | None:
+                  min_shared_prefix: int = MIN_SHARED_PREFIX, *, checkpointed: bool = True) -> PrefixPass | None:
         """The pass over the prefix all rows of these micro-batches share, or None when it is shorter than
         `min_shared_prefix` or the model runs under gradient checkpointing."""
         shared = common_prefix_length(input_ids, lengths)
         if shared < max(min_shared_prefix, 1) or _checkpointing(_decoder_and_head(model)[0]):
             return None
-        return cls(model, input_ids[0][0, :shared])
+        return cls(model, input_ids[0][0, :shared], checkpointed=checkpointed)
 
     @property
     def hidden(self) -> torch.Tensor:

@@ -164,7 +164,7 @@ def train_step(
             if not plan.micro_batches:
                 continue  # nothing trainable in this mini-batch: no update
             micro_batches = [mb.to(policy.device) for mb in plan.micro_batches]
-            prefix = _prefix_pass(policy, micro_batches, autocast_dtype) if trunk is None else None
+            prefix = _prefix_pass(policy, micro_batches, autocast_dtype, checkpointed=rl) if trunk is None else None
             loss = 0.0
             value_positions = sum(float(mb.token_values["value_mask"].sum()) for mb in micro_batches) if token_values else 0.0
             for mb in micro_batches:
@@ -232,15 +232,21 @@ def _micro_step(
     return float(loss.detach())
 
 
-def _prefix_pass(policy: Policy, micro_batches: list[MicroBatch],
-                 autocast_dtype: torch.dtype | None) -> PrefixPass | None:
+def _prefix_pass(policy: Policy, micro_batches: list[MicroBatch], autocast_dtype: torch.dtype | None, *,
+                 checkpointed: bool) -> PrefixPass | None:
     """The prefix every row of a mini-batch shares (an agent's system prompt and tools), run once for all
-    its micro-batches; None when there is one micro-batch (it shares its prefix itself) or no such prefix."""
-    if len(micro_batches) < 2:
+    its micro-batches; None when there is no such prefix, or one micro-batch that is not `checkpointed`
+    (it shares its prefix itself).
+
+    checkpointed (RL updates): an RL update runs beside what the rollout left and is a run's memory peak,
+    and a fifth of a step's time; recomputing the prefix in backward keeps its activations apart from
+    the rows', one micro-batch or several (docs/training.md, Memory). An SFT step is all compute, and
+    the recomputation made it 12-20% slower."""
+    if len(micro_batches) < 2 and not checkpointed:
         return None
     with policy.autocast(autocast_dtype):
         return PrefixPass.shared_by(policy.model, [mb.input_ids for mb in micro_batches],
-                                    [mb.lengths for mb in micro_batches])
+                                    [mb.lengths for mb in micro_batches], checkpointed=checkpointed)
 
 
 @torch.no_grad()

@@ -76,7 +76,7 @@ def _stepper(policy, rows, cfg, algo="sft", advantages=None):
         step_module.pack_micro_batches = functools.partial(pack_micro_batches, shared_prefix=pack_prefix)
         step_module.token_logprobs = functools.partial(token_logprobs, min_shared_prefix=run_prefix)
         if not once_per_step:
-            step_module._prefix_pass = lambda *args: None
+            step_module._prefix_pass = lambda *args, **kwargs: None
         try:
             stats = step_module.train_step(policy, optimizer, None, rows, advantages, cfg, algo=algo)
         finally:
@@ -107,7 +107,7 @@ def test_sft_step_with_the_shared_prefix_equals_the_plain_step(tiny_tokenizer):
         _assert_same_step(stats, update, plain, plain_update)
 
 
-def test_grpo_step_runs_the_system_prompt_once_and_each_group_prompt_once_per_micro_batch(tiny_tokenizer):
+def test_grpo_step_runs_the_system_prompt_once_and_each_group_prompt_once_per_micro_batch(tiny_tokenizer, monkeypatch):
     """GRPO rows share the system prompt (200 tokens), each group its own task prompt (80 more), each episode
     its own completion. With one group per micro-batch the system prompt runs once for the step and each
     group's prompt once on top of it; the first trained token right after the system prompt reads the step
@@ -133,6 +133,20 @@ def test_grpo_step_runs_the_system_prompt_once_and_each_group_prompt_once_per_mi
     stats, update = step(64, 64, once_per_step=True)
     assert stats["micro_batches"] == 3 and plain["micro_batches"] == 6  # plain: no prefix counted once
     _assert_same_step(stats, update, plain, plain_update)
+    # one micro-batch: an RL update still runs its prefix as a checkpointed pass of its own
+    whole = _stepper(policy, rows, TrainerConfig(micro_batch_tokens=4096, grad_clip=1e9), algo="grpo",
+                     advantages=advantages)
+    passes = []
+    original = PrefixPass.__init__
+
+    def counted(self, *args, **kwargs):
+        passes.append(kwargs.get("checkpointed"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrefixPass, "__init__", counted)
+    stats, update = whole(64, 64, once_per_step=True)
+    assert stats["micro_batches"] == 1 and passes == [True]
+    _assert_same_step(stats, update, plain, plain_update)
 
 
 def test_prefix_pass_gives_the_logprobs_of_the_plain_forward(tiny_tokenizer):
@@ -154,3 +168,52 @@ def test_common_prefix_length_leaves_every_row_a_token_of_its_own():
     assert common_prefix_length([a, b], [[5, 4], [6]]) == 3
     assert common_prefix_length([b, b], [[6], [6]]) == 5  # identical rows keep their last token
     assert common_prefix_length([a[:1], torch.tensor([[2, 2, 3, 4, 5]])], [[5], [5]]) == 0
+
+
+def test_prefix_pass_keeps_no_activations_until_its_backward(tiny_tokenizer):
+    """The step-wide prefix pass, checkpointed (RL updates), holds only its outputs (hidden states, keys,
+    values) while the micro-batches run, not the activations of its layers, which backward() recomputes."""
+    policy = _lora_policy()
+    micro_batches = pack_micro_batches(tutorial_rows(tiny_tokenizer, 6), 4096, shared_prefix=0).micro_batches
+    saved: list[torch.Tensor] = []
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        saved.append(tensor)
+        return tensor
+
+    def saved_by_pass(checkpointed: bool) -> list[torch.Tensor]:
+        saved.clear()
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+            prefix = PrefixPass.shared_by(policy.model, [mb.input_ids for mb in micro_batches],
+                                          [mb.lengths for mb in micro_batches], checkpointed=checkpointed)
+        assert prefix is not None and prefix.length > 400
+        return [t for t in saved if t.is_floating_point()]
+
+    assert saved_by_pass(checkpointed=True) == []  # the prefix's token ids only, nothing the layers made
+    assert len(saved_by_pass(checkpointed=False)) > 10  # SFT's faster pass keeps them
+
+
+def test_prefix_pass_recomputes_with_the_dropout_masks_of_its_forward(tiny_tokenizer):
+    """With LoRA dropout the recomputation in backward() draws the same masks as the forward: the gradient
+    equals that of the same pass run plainly from the same random state."""
+    torch.manual_seed(0)
+    policy = load_policy(ModelConfig(path="tiny-random", lora=LoraConfig(rank=4, dropout=0.5)), autocast=None)
+    policy.model.train()
+    ids = torch.tensor(tutorial_rows(tiny_tokenizer, 1)[0].input_ids[:300])
+    params = policy.trainable_parameters()
+
+    def gradients(checkpointed: bool) -> list[torch.Tensor]:
+        for p in params:
+            p.grad = None
+        torch.manual_seed(1)
+        if checkpointed:
+            prefix = PrefixPass(policy.model, ids)
+            prefix.hidden.grad = torch.ones_like(prefix.hidden)
+            prefix.backward()
+        else:
+            hidden = policy.model.get_base_model().model(input_ids=ids.unsqueeze(0)).last_hidden_state
+            hidden.backward(torch.ones_like(hidden))
+        return [p.grad.clone() for p in params]
+
+    for got, expected in zip(gradients(True), gradients(False), strict=True):
+        assert torch.equal(got, expected)
