@@ -82,8 +82,8 @@ class PrefixPass:
     micro-batch's backward stops there and leaves its gradient on them, and `backward()` then sends
     the summed gradient through the one pass. The parameters get the gradient of running the prefix
     with every micro-batch (up to float summation order) at the cost of one pass (run forward twice when
-    `checkpointed`: its activations then live only inside `backward()`, not beside the micro-batches'). Call `backward()`
-    after the last micro-batch's backward and before the optimizer step.
+    `checkpointed`: its activations then live only inside `backward()`, not beside the micro-batches').
+    Call `backward()` after the last micro-batch's backward and before the optimizer step.
     """
 
     def __init__(self, model: nn.Module, prefix_ids: torch.Tensor, *, checkpointed: bool = True):
