@@ -30,6 +30,7 @@ TOOLS_SYSTEM = (
 # How a call and a result read in the messages of such a model (ajet.render's Hermes rewrite).
 CALL_TEXT = "<tool_call>\n{}\n</tool_call>"
 RESULT_TEXT = "<tool_response>\n{}\n</tool_response>"
+TAGS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")  # the tags of the two above
 
 # The schema keys each form may hold; ajet.tool_template writes the same rules into Jinja from these.
 SIMPLE_KEYS = frozenset({"type", "description", "enum", "default", "title", "items"})

@@ -46,6 +46,15 @@ class LoraConfig(_Section):
         "training step's backward pass stops at the lowest adapted layer, and the debug trainer computes the "
         "frozen layers' output for an SFT row once and reuses it in later epochs (trainer.trunk_cache_mb).",
     )
+    train_tokens: list[str] | Literal["auto"] = Field(
+        "auto",
+        description="Tokens whose embedding and output-head rows train beside the adapters (each must be one "
+        "token of the tokenizer). auto: the tool-call and tool-result tags (<tool_call>, </tool_call>, ...) that "
+        "the tokenizer holds as single tokens, which a model's template may use before its training ever did "
+        "(Qwen2.5-Coder's); none on a tokenizer that spells them in pieces (SmolLM2's). [] trains none. "
+        "Not with `layers` (the embedding is below the frozen trunk). Debug backbone; swift and llamafactory refuse "
+        "a list and leave auto unapplied.",
+    )
 
 
 class ModelConfig(_Section):

@@ -66,6 +66,10 @@ def _config(folder: Path) -> Any:
         raise EngineError(f"adapter_config.json is not a usable LoRA config: {exc}") from None
     if config.peft_type != PeftType.LORA:
         raise EngineError(f"adapter_config.json has peft_type {config.peft_type!r}; only LORA adapters are served")
+    if getattr(config, "trainable_token_indices", None):
+        raise EngineError("the adapter also trains embedding rows (trainable_token_indices, ajet's "
+                          "model.lora.train_tokens), which a served adapter cannot switch in and out: serve the "
+                          "merged model (ajet export --merge) instead")
     return config
 
 

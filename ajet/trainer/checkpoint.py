@@ -2,7 +2,8 @@
 
 Layout of `run_dir/checkpoints/step-000003/`:
 
-    adapter/        peft adapter (adapter_config.json, adapter_model.safetensors)   under LoRA
+    adapter/        peft adapter (adapter_config.json, adapter_model.safetensors)   under LoRA, with the
+                    rows of model.lora.train_tokens as peft's trainable tokens
     model/          full HF model folder (config, safetensors)                       under full fine-tuning
     tokenizer/      tokenizer files and chat_template.jinja (the template the gateway rendered with)
     value_head.safetensors   PPO's critic (`policy.value_head`), when the policy has one
@@ -34,7 +35,8 @@ from typing import Any
 
 import torch
 
-from ajet.errors import CheckpointError
+from ajet.errors import CheckpointError, ModelError
+from ajet.trainer import token_rows
 from ajet.trainer.policy import Policy
 
 log = logging.getLogger(__name__)
@@ -116,8 +118,24 @@ def _write_weights(folder: Path, policy: Policy) -> None:
         save_file({k: v.detach().contiguous() for k, v in policy.value_head.state_dict().items()}, folder / VALUE_HEAD)
     if policy.is_lora:
         policy.model.save_pretrained(folder / "adapter", safe_serialization=True)
+        rows = token_rows.rows_of(policy.model)
+        if rows is not None:
+            _add_token_rows(folder / "adapter", policy, rows)
     else:
         policy.causal_lm().save_pretrained(folder / "model", safe_serialization=True)
+
+
+def _add_token_rows(adapter: Path, policy: Policy, rows: token_rows.TokenRows) -> None:
+    """Write `model.lora.train_tokens`' rows into the saved adapter as peft writes trainable tokens, so that
+    peft (and the merge of `ajet export`) loads them with the adapter."""
+    from safetensors.torch import load_file, save_file
+
+    tensors, indices = token_rows.peft_entries(policy.model, rows)
+    weights_file, config_file = adapter / "adapter_model.safetensors", adapter / "adapter_config.json"
+    save_file({**load_file(weights_file), **tensors}, weights_file, metadata={"format": "pt"})
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["trainable_token_indices"] = indices
+    config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
 def _write_tokenizer(folder: Path, policy: Policy) -> None:
@@ -310,6 +328,16 @@ def _load_weights(path: Path, policy: Policy) -> None:
         from peft import set_peft_model_state_dict
 
         weights = load_file(path / "adapter" / "adapter_model.safetensors", device=str(policy.device))
+        rows = token_rows.rows_of(policy.model)
+        saved_rows = {k: weights.pop(k) for k in list(weights) if k.endswith(token_rows.DELTA_KEY)}
+        if rows is not None:
+            try:
+                token_rows.load_peft_entries(policy.model, rows, saved_rows)
+            except ModelError as exc:
+                raise CheckpointError(f"checkpoint {str(path)!r}: {exc}") from None
+        elif saved_rows:
+            raise CheckpointError(f"adapter in {str(path)!r} has trained token rows (model.lora.train_tokens) "
+                                  "this policy lacks: resume with the same model.lora.train_tokens")
         result = set_peft_model_state_dict(policy.model, weights)
         unexpected = list(getattr(result, "unexpected_keys", []) or [])
         if unexpected:

@@ -2,7 +2,8 @@
 
 AdamW over the trainable parameters (LoRA adapters, or every weight under full fine-tuning). Weight
 decay applies to matrices only: decaying norms and biases towards zero hurts and is not what
-people mean by weight decay. The schedule is over RL steps (`trainer.steps`), not optimizer
+people mean by weight decay; nor do the trained embedding rows of `model.lora.train_tokens`, which hold
+values, not updates. The schedule is over RL steps (`trainer.steps`), not optimizer
 updates: the scheduler steps once per `train_step` call, whatever `updates_per_step` is.
 
     warmup   step s < warmup_steps: lr * (s + 1) / warmup_steps   (the first step already trains)
@@ -29,8 +30,9 @@ def build_optimizer(params: Iterable[nn.Parameter], cfg: TrainerConfig) -> torch
     trainable = [p for p in params if p.requires_grad]
     if not trainable:
         raise ValueError("no trainable parameters: is the model frozen (for_training=False)?")
-    decay = [p for p in trainable if p.ndim >= 2]
-    no_decay = [p for p in trainable if p.ndim < 2]
+    decayed = [p.ndim >= 2 and not getattr(p, "ajet_no_decay", False) for p in trainable]  # token rows: values
+    decay = [p for p, d in zip(trainable, decayed) if d]
+    no_decay = [p for p, d in zip(trainable, decayed) if not d]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})

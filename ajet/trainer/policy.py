@@ -12,6 +12,10 @@ The reference model (the frozen base used by the GRPO KL term and by DPO) comes 
     copy of the weights taken before training. It doubles the weight memory, so it is made only
     when asked for: `load_policy(..., reference=True)`. Without it, the context raises ModelError.
 
+Under LoRA the embedding and head rows of a few tokens can train too (`model.lora.train_tokens`; by default
+the tool-call tags a tokenizer holds as single tokens, which a model's template may use untaught:
+ajet/trainer/token_rows.py).
+
 Device and dtype follow `ajet.models` (`auto`: CUDA when available; bfloat16 on a CUDA device
 that supports it, else float32), the same rule the engines use. Under LoRA, peft keeps the adapter weights
 in float32 even when the base is bfloat16 (its `autocast_adapter_dtype`), so the optimizer state is
@@ -43,6 +47,7 @@ from torch import nn
 from ajet.config.schema import ModelConfig
 from ajet.errors import ModelError
 from ajet.models import load_causal_lm, read_chat_template, resolve_autocast, resolve_model_path
+from ajet.trainer import token_rows
 from ajet.trainer.trunk import TrunkCache
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -114,7 +119,7 @@ class Policy:
         Full fine-tuning: the frozen copy made by `load_policy(..., reference=True)`.
         """
         if self.is_lora:
-            with self.model.disable_adapter():
+            with self.model.disable_adapter(), token_rows.disabled(self.model):
                 yield self.model
             return
         if self.reference_model is None:
@@ -167,6 +172,9 @@ def load_policy(
 
     if model_cfg.lora.enabled:
         model = _wrap_lora(model, model_cfg)
+        token_ids = train_token_ids(model_cfg, tokenizer)
+        if token_ids:
+            token_rows.attach(model, token_ids)
     else:
         model.requires_grad_(for_training)
     if not for_training:
@@ -249,6 +257,29 @@ def _modules_in_last_layers(model: nn.Module, layers: int, target: list[str] | s
         raise ModelError(f"model.lora.target_modules={target!r} matches no Linear module in the last {layers} "
                          f"decoder layers ({prefix}.{first}...)")
     return names
+
+
+def train_token_ids(model_cfg: ModelConfig, tokenizer: object) -> list[int]:
+    """The token ids whose rows train beside the adapters (`model.lora.train_tokens`, ajet.trainer.token_rows)."""
+    from ajet.tool_prompt import TAGS
+
+    lora = model_cfg.lora
+    if lora.train_tokens == "auto":
+        if lora.layers is not None:
+            return []
+        pieces = [tokenizer.encode(tag, add_special_tokens=False) for tag in TAGS]
+        return [ids[0] for ids in pieces if len(ids) == 1]
+    if lora.train_tokens and lora.layers is not None:
+        raise ModelError("model.lora.train_tokens needs the embedding trained, below model.lora.layers' frozen "
+                         "trunk: set one of them")
+    ids = []
+    for token in lora.train_tokens:
+        pieces = tokenizer.encode(token, add_special_tokens=False)
+        if len(pieces) != 1:
+            raise ModelError(f"model.lora.train_tokens: {token!r} is {len(pieces)} tokens of this tokenizer, "
+                             "not one; name single tokens (its added tokens, e.g. a template's tags)")
+        ids.append(pieces[0])
+    return ids
 
 
 def _wrap_lora(model: nn.Module, model_cfg: ModelConfig) -> nn.Module:

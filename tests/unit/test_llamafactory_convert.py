@@ -107,6 +107,7 @@ def test_stage_arguments_come_from_ajet_keys_and_args_add_the_rest(tmp_path: Pat
     (["algorithm=dpo"], "the llamafactory backbone trains DPO from a preference file: set dpo.data=pairs.jsonl"),
     (["trainer.eval_every=2"], "trainer.eval_every=2 is not supported by the llamafactory backbone"),
     (["model.lora.layers=8"], "model.lora.layers is applied by the debug backbone only"),
+    (["model.lora.train_tokens=[x]"], "model.lora.train_tokens is applied by the debug backbone only"),
     (["algorithm=dpo", "dpo.data=x.jsonl", "dpo.reference_free=true"],
      "dpo.reference_free is not supported by the llamafactory backbone"),
     (["algorithm=dpo", "dpo.data=x.jsonl", "dpo.loss_type=simpo", "dpo.label_smoothing=0.1"],

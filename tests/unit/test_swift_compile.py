@@ -130,6 +130,8 @@ def test_unsupported_settings_say_what_to_do(tmp_path: Path) -> None:
         SwiftRun(_cfg(tmp_path / "b", "trainer.eval_every=2"))
     with pytest.raises(ConfigError, match=r"model.lora.layers is applied by the debug backbone only"):
         SwiftRun(_cfg(tmp_path / "b2", "model.lora.layers=8"))
+    with pytest.raises(ConfigError, match=r"model.lora.train_tokens is applied by the debug backbone only"):
+        SwiftRun(_cfg(tmp_path / "b3", "model.lora.train_tokens=[x]"))
     with pytest.raises(ConfigError, match=r"8 episodes per step must split evenly into "
                                           r"trainer.updates_per_step=3 updates"):
         SwiftRun(_cfg(tmp_path / "c", "algorithm=grpo", "rollout.batch_tasks=2",

@@ -61,6 +61,9 @@ def check_config(cfg: AjetConfig) -> None:
     if cfg.model.lora.layers is not None:
         raise ConfigError("model.lora.layers is applied by the debug backbone only (it adapts the last N decoder "
                           "layers and reuses the frozen layers' output); remove it, or use --backbone=debug")
+    if isinstance(cfg.model.lora.train_tokens, list) and cfg.model.lora.train_tokens:
+        raise ConfigError("model.lora.train_tokens is applied by the debug backbone only (it trains those tokens' "
+                          "embedding rows beside the adapter); remove it, or use --backbone=debug")
     if cfg.trainer.eval_every:
         raise ConfigError(f"trainer.eval_every={cfg.trainer.eval_every} is not supported by the llamafactory "
                           "backbone (its evaluation is rollouts, which LLaMA-Factory does not run); set "

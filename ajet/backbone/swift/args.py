@@ -100,6 +100,9 @@ def refuse_unsupported(cfg: AjetConfig) -> None:
     if cfg.model.lora.layers is not None:
         raise ConfigError("model.lora.layers is applied by the debug backbone only (it adapts the last N decoder "
                           "layers and reuses the frozen layers' output); remove it, or use --backbone=debug")
+    if isinstance(cfg.model.lora.train_tokens, list) and cfg.model.lora.train_tokens:
+        raise ConfigError("model.lora.train_tokens is applied by the debug backbone only (it trains those tokens' "
+                          "embedding rows beside the adapter); remove it, or use --backbone=debug")
     g = cfg.grpo
     unmapped = [key for key, on in (("grpo.baseline", g.baseline != "mean"), ("grpo.entropy_coef", g.entropy_coef > 0),
                                     ("grpo.dynamic_sampling_rounds", g.dynamic_sampling_rounds > 0),
