@@ -57,14 +57,20 @@ def _styled(schema: Any) -> Any:
     return {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
 
 
-def tool_call_lark(value: dict[str, Any]) -> str:
+def tool_call_lark(value: dict[str, Any], tag_tokens: dict[str, int] | None = None) -> str:
     """The Lark grammar of a tool-call spec.
 
     text_allowed False: the completion is one or more tags separated by `separator` and nothing
     else ('required', or a named function with one tag and max_calls 1). text_allowed True: free
     text, and once the text contains `trigger` the rest must be tags ('auto'); with `text_schema`
     the text alternative is JSON fitting that schema instead (a response_format next to tools).
+
+    tag_tokens: tag text -> the id of the one added token a tokenizer holds for it (Qwen2.5's
+    `<tool_call>` is token 151657). The grammar then takes that token wherever it takes the text:
+    llguidance matches text against ordinary tokens only, so a model that writes the tag as its own
+    token (as its template and its training teach) would otherwise have it masked away at every step.
     """
+    tag_tokens = tag_tokens or {}
     tags = value.get("tags") or []
     if not tags:
         raise GuidedDecodingError("a structural_tag spec needs at least one tag (tool)")
@@ -75,20 +81,21 @@ def tool_call_lark(value: dict[str, Any]) -> str:
         begin, end = tag["begin"], tag["end"]
         if not begin.startswith(trigger):
             raise GuidedDecodingError(f"tag begin {begin!r} does not start with the trigger {trigger!r}")
-        rules.append(f"body_{i}: {json.dumps(begin[len(trigger):])} args_{i} {json.dumps(end)}")
+        rules.append(f"body_{i}: {_literal(begin[len(trigger):], tag_tokens)} args_{i} {_literal(end, tag_tokens)}")
         rules.append(f"args_{i}: %json {json.dumps(_styled(tag.get('schema', {})))}")
         alternatives.append(f"body_{i}")
     max_calls = value.get("max_calls")
     more = "" if max_calls == 1 else f"({json.dumps(separator)} call)*"
-    trigger_lit = json.dumps(trigger)
+    trigger_lit = _literal(trigger, tag_tokens)
     if value.get("text_allowed") and value.get("text_schema") is not None:
         # 'auto' with a response_format: either calls, or a reply that fits the schema.
         head = [f"start: answer | call {more}", f"answer: %json {json.dumps(_styled(value['text_schema']))}"]
     elif value.get("text_allowed"):
         # PRE: any text that ends at its first trigger; TEXT: any text without the trigger.
         escaped = _regex_literal(trigger)
+        token_form = [f"TEXT? <[{tag_tokens[trigger]}]> body {more}"] if trigger in tag_tokens else []
         head = [
-            f"start: TEXT | PRE body {more}",
+            " | ".join([f"start: TEXT", f"PRE body {more}", *token_form]),
             f"TEXT: /(?s:.+)/ & ~/(?s:.*{escaped}.*)/",
             f"PRE: /(?s:.*){escaped}/ & ~/(?s:.*{escaped}.+)/",
         ]
@@ -98,13 +105,38 @@ def tool_call_lark(value: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _literal(text: str, tag_tokens: dict[str, int]) -> str:
+    """`text` as a Lark expression: a string, where each tag of `tag_tokens` in it may also be its token."""
+    parts, rest = [], text
+    while rest:
+        found = min(((rest.find(tag), tag) for tag in tag_tokens if tag in rest), default=None)
+        if found is None:
+            parts.append(json.dumps(rest))
+            break
+        at, tag = found
+        if at:
+            parts.append(json.dumps(rest[:at]))
+        parts.append(f"({json.dumps(tag)} | <[{tag_tokens[tag]}]>)")
+        rest = rest[at + len(tag):]
+    return " ".join(parts) or '""'
+
+
+def tag_tokens_of(tokenizer: Any) -> dict[str, int]:
+    """The tool-format tags (`ajet.tool_prompt.TAGS`) that `tokenizer` holds as one added token each."""
+    from ajet.tool_prompt import TAGS
+
+    added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+    return {tag: added[tag] for tag in TAGS if tag in added}
+
+
 def _regex_literal(text: str) -> str:
     """`text` as a literal inside a Lark /regex/ (slashes escaped too)."""
     return re.escape(text).replace("/", "\\/")
 
 
-def to_grammar(spec: GuidedDecoding) -> str:
-    """The llguidance grammar (Lark text, or its JSON form) of `spec`; raises GuidedDecodingError."""
+def to_grammar(spec: GuidedDecoding, tag_tokens: dict[str, int] | None = None) -> str:
+    """The llguidance grammar (Lark text, or its JSON form) of `spec` (`tag_tokens`: see `tool_call_lark`);
+    raises GuidedDecodingError."""
     import llguidance
 
     try:
@@ -117,7 +149,7 @@ def to_grammar(spec: GuidedDecoding) -> str:
 
             return llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark(str(spec.value)))
         if spec.kind == "structural_tag":
-            return llguidance.LLMatcher.grammar_from_lark(tool_call_lark(spec.value))
+            return llguidance.LLMatcher.grammar_from_lark(tool_call_lark(spec.value, tag_tokens))
     except GuidedDecodingError:
         raise
     except Exception as exc:  # llguidance raises ValueError/RuntimeError for text it cannot read
@@ -198,6 +230,7 @@ class _Compiled:
         except ValueError as exc:
             raise GuidedDecodingError(f"constrained decoding needs a fast (Rust) Hugging Face tokenizer: {exc}") from None
         self.vocab_size = vocab_size
+        self.tag_tokens = {tag: i for tag, i in tag_tokens_of(tokenizer).items() if i < vocab_size}
         self.templates: OrderedDict[str, Any] = OrderedDict()
         self.lock = threading.Lock()
 
@@ -210,7 +243,7 @@ class _Compiled:
             if template is not None:
                 self.templates.move_to_end(key)
         if template is None:
-            template = llguidance.LLMatcher(self.tokenizer, to_grammar(spec), log_level=0)
+            template = llguidance.LLMatcher(self.tokenizer, to_grammar(spec, self.tag_tokens), log_level=0)
             if template.is_error():
                 raise GuidedDecodingError(f"cannot compile the {spec.kind} constraint: {template.get_error()[:500]}")
             with self.lock:

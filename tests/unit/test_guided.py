@@ -288,3 +288,41 @@ def test_base_smollm2_with_tool_choice_emits_schema_valid_calls_for_every_tool(s
             if isinstance(choice, dict):
                 assert name == choice["function"]["name"]
             jsonschema.validate(json.loads(call["function"]["arguments"]), schemas[name])
+
+
+@pytest.fixture(scope="module")
+def tagged_tokenizer(tiny_model_path):
+    """SmolLM2's tokenizer with the tool tags as added tokens, as Qwen2.5's holds them (151657, 151658)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<tool_call>", "</tool_call>"]})
+    return tokenizer
+
+
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_tags_held_as_one_token_are_taken_as_that_token(tagged_tokenizer, energy_tools, choice):
+    """A model taught its template's tag tokens writes them as tokens: the grammar must take them (llguidance
+    matches text against ordinary tokens only; without the token form the mask forbade 151657 at every step)."""
+    open_id, close_id = tagged_tokenizer.convert_tokens_to_ids(["<tool_call>", "</tool_call>"])
+    vocab = len(tagged_tokenizer)
+    text = "Let me look.\n" + call_text("get_gas_price", {"city": "Boston"}) if choice == "auto" \
+        else call_text("get_gas_price", {"city": "Boston"})
+    ids = tagged_tokenizer(text, add_special_tokens=False)["input_ids"] + [tagged_tokenizer.eos_token_id]
+    assert open_id in ids and close_id in ids  # the tokenizer writes the tags as their tokens
+    matcher = build_matcher(guided_decoding(energy_tools, choice), tagged_tokenizer, vocab)
+    for token in ids:
+        row = torch.zeros(vocab)
+        matcher.mask_logits(row)
+        assert row[token] != float("-inf"), tagged_tokenizer.decode([token])
+        matcher.accept(token)
+    assert matcher.done
+    bad = build_matcher(guided_decoding(energy_tools, choice), tagged_tokenizer, vocab)
+    for token in tagged_tokenizer(call_text("get_gas_price", {"city": 7}), add_special_tokens=False)["input_ids"]:
+        row = torch.zeros(vocab)
+        bad.mask_logits(row)
+        if row[token] == float("-inf"):
+            break
+        bad.accept(token)
+    else:
+        raise AssertionError("a call with arguments off the schema went through")
