@@ -5,7 +5,8 @@ writes tool calls between `<tool_call>` and `</tool_call>`, two added tokens who
 rows are still at their initial values (norm 0.32, the same as the unused `<|box_start|>`; a trained
 row's is 0.52): the base model gives `<tool_call>` a log-probability of -21.5 where a call should
 start, and LoRA, which adapts the decoder's linears only, moved it to -8.4 in the quickstart's SFT
-while every other trained token reached -0.07. No rank of adapter fixes a row that nothing trains.
+while every other trained token reached -0.07: the adapters reach those rows only through the decoder.
+Trained beside them, the tag's log-probability after the same SFT was -0.001.
 
 `attach(model, token_ids)` puts the input embedding and the output head of a peft LoRA model behind
 thin wrappers that replace those tokens' rows with trainable copies (one copy when the model ties
@@ -13,7 +14,7 @@ its head to its embedding). Nothing else changes: every other token runs through
 whose weight the engine still casts and lays out (`ajet.engine.precision`), and the head computes
 the chosen tokens' logits as one (N, H) x (H, k) product written over its own output, so a step
 copies no vocabulary-sized table. The rows start as the base rows: an attached model computes what
-the base did until the first update.
+the base did (to float rounding: the chosen logits are summed in another order) until the first update.
 
 Checkpoints store the rows the way peft stores its own trainable tokens (`trainable_token_indices`
 in adapter_config.json, `...token_adapter.trainable_tokens_delta` tensors in the adapter file), so
@@ -115,7 +116,8 @@ class RowHead(nn.Module):
             return logits
         # the engine may swap `base` for a laid-out copy (ajet.engine.precision): read nothing else off it
         bias = self.rows.head_bias
-        chosen = nn.functional.linear(hidden, self.rows.head.to(hidden.dtype), None if bias is None else bias.to(hidden.dtype))
+        bias = None if bias is None else bias.to(hidden.dtype)
+        chosen = nn.functional.linear(hidden, self.rows.head.to(hidden.dtype), bias)
         # in place: a linear layer's backward needs its input and weight, not its output
         logits[..., self.rows.token_ids] = chosen.to(logits.dtype)
         return logits

@@ -183,7 +183,8 @@ def test_the_engine_generates_from_the_trained_rows(fast_paths, tied, tiny_model
     if tied:
         model = policy_with_rows().model
     else:  # Qwen2.5-Coder-0.5B's shape of head: its own weight (which the engine lays out), beside the embedding
-        model = get_peft_model(untied_peft_model(2, vocab_size=len(tokenizer)), PeftLoraConfig(r=2, target_modules="all-linear"))
+        model = get_peft_model(untied_peft_model(2, vocab_size=len(tokenizer)),
+                               PeftLoraConfig(r=2, target_modules="all-linear"))
         token_rows.attach(model, word_ids(tokenizer))
     rows = token_rows.rows_of(model)
     torch.manual_seed(5)
