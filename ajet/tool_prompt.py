@@ -32,6 +32,12 @@ CALL_TEXT = "<tool_call>\n{}\n</tool_call>"
 RESULT_TEXT = "<tool_response>\n{}\n</tool_response>"
 TAGS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")  # the tags of the two above
 
+
+def single_token_tags(tokenizer: Any) -> dict[str, int]:
+    """The tags of `TAGS` that `tokenizer` holds as one added token each (Qwen2.5's `<tool_call>`: 151657)."""
+    added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+    return {tag: added[tag] for tag in TAGS if tag in added}
+
 # The schema keys each form may hold; ajet.tool_template writes the same rules into Jinja from these.
 SIMPLE_KEYS = frozenset({"type", "description", "enum", "default", "title", "items"})
 PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "title", "additionalProperties", "description"})

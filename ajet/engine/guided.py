@@ -39,6 +39,7 @@ from typing import Any
 
 from ajet.engine.base import GuidedDecoding
 from ajet.errors import EngineError
+from ajet.tool_prompt import single_token_tags
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": ", "lenient": True}
 _CACHE_SIZE = 64
@@ -119,14 +120,6 @@ def _literal(text: str, tag_tokens: dict[str, int]) -> str:
         parts.append(f"({json.dumps(tag)} | <[{tag_tokens[tag]}]>)")
         rest = rest[at + len(tag):]
     return " ".join(parts) or '""'
-
-
-def tag_tokens_of(tokenizer: Any) -> dict[str, int]:
-    """The tool-format tags (`ajet.tool_prompt.TAGS`) that `tokenizer` holds as one added token each."""
-    from ajet.tool_prompt import TAGS
-
-    added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
-    return {tag: added[tag] for tag in TAGS if tag in added}
 
 
 def _regex_literal(text: str) -> str:
@@ -230,7 +223,7 @@ class _Compiled:
         except ValueError as exc:
             raise GuidedDecodingError(f"constrained decoding needs a fast (Rust) Hugging Face tokenizer: {exc}") from None
         self.vocab_size = vocab_size
-        self.tag_tokens = {tag: i for tag, i in tag_tokens_of(tokenizer).items() if i < vocab_size}
+        self.tag_tokens = {tag: i for tag, i in single_token_tags(tokenizer).items() if i < vocab_size}
         self.templates: OrderedDict[str, Any] = OrderedDict()
         self.lock = threading.Lock()
 

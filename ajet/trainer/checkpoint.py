@@ -120,17 +120,17 @@ def _write_weights(folder: Path, policy: Policy) -> None:
         policy.model.save_pretrained(folder / "adapter", safe_serialization=True)
         rows = token_rows.rows_of(policy.model)
         if rows is not None:
-            _add_token_rows(folder / "adapter", policy, rows)
+            _add_token_rows(folder / "adapter", policy.model, rows)
     else:
         policy.causal_lm().save_pretrained(folder / "model", safe_serialization=True)
 
 
-def _add_token_rows(adapter: Path, policy: Policy, rows: token_rows.TokenRows) -> None:
+def _add_token_rows(adapter: Path, model: torch.nn.Module, rows: token_rows.TokenRows) -> None:
     """Write `model.lora.train_tokens`' rows into the saved adapter as peft writes trainable tokens, so that
     peft (and the merge of `ajet export`) loads them with the adapter."""
     from safetensors.torch import load_file, save_file
 
-    tensors, indices = token_rows.peft_entries(policy.model, rows)
+    tensors, indices = token_rows.peft_entries(model, rows)
     weights_file, config_file = adapter / "adapter_model.safetensors", adapter / "adapter_config.json"
     save_file({**load_file(weights_file), **tensors}, weights_file, metadata={"format": "pt"})
     config = json.loads(config_file.read_text(encoding="utf-8"))

@@ -261,14 +261,11 @@ def _modules_in_last_layers(model: nn.Module, layers: int, target: list[str] | s
 
 def train_token_ids(model_cfg: ModelConfig, tokenizer: object) -> list[int]:
     """The token ids whose rows train beside the adapters (`model.lora.train_tokens`, ajet.trainer.token_rows)."""
-    from ajet.tool_prompt import TAGS
+    from ajet.tool_prompt import single_token_tags
 
     lora = model_cfg.lora
     if lora.train_tokens == "auto":
-        if lora.layers is not None:
-            return []
-        pieces = [tokenizer.encode(tag, add_special_tokens=False) for tag in TAGS]
-        return [ids[0] for ids in pieces if len(ids) == 1]
+        return [] if lora.layers is not None else list(single_token_tags(tokenizer).values())
     if lora.train_tokens and lora.layers is not None:
         raise ModelError("model.lora.train_tokens needs the embedding trained, below model.lora.layers' frozen "
                          "trunk: set one of them")

@@ -64,10 +64,10 @@ class TokenRows(nn.Module):
         self.enabled = True
 
 
-class RowEmbedding(nn.Module):
-    """An input embedding whose `rows.token_ids` rows come from `rows.embed`."""
+class _RowWrapper(nn.Module):
+    """A module around `base` (the embedding or the head) that the rows stand in for, looking like it."""
 
-    def __init__(self, base: nn.Embedding, rows: TokenRows):
+    def __init__(self, base: nn.Module, rows: TokenRows):
         super().__init__()
         self.base = base
         self.rows = rows
@@ -75,6 +75,10 @@ class RowEmbedding(nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         return self.base.weight
+
+
+class RowEmbedding(_RowWrapper):
+    """An input embedding whose `rows.token_ids` rows come from `rows.embed`."""
 
     @property
     def num_embeddings(self) -> int:
@@ -94,17 +98,8 @@ class RowEmbedding(nn.Module):
         return torch.where(hit.unsqueeze(-1), trained, out)
 
 
-class RowHead(nn.Module):
+class RowHead(_RowWrapper):
     """An output head whose logits for `rows.token_ids` come from `rows.head`."""
-
-    def __init__(self, base: nn.Linear, rows: TokenRows):
-        super().__init__()
-        self.base = base
-        self.rows = rows
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.base.weight
 
     @property
     def out_features(self) -> int:
@@ -186,11 +181,12 @@ def load_peft_entries(model: nn.Module, rows: TokenRows, tensors: dict[str, torc
     """Copy the rows of a peft adapter file (`peft_entries`' keys) into `rows`; raises ModelError when
     the file has none or other shapes."""
     wanted, _ = peft_entries(model, rows)
+    embed_key = next(iter(wanted))  # peft_entries lists the embedding's rows first
     with torch.no_grad():
         for key, current in wanted.items():
             saved = tensors.get(key)
             if saved is None or tuple(saved.shape) != tuple(current.shape):
                 raise ModelError(f"the adapter has no trained rows {key!r} of shape {tuple(current.shape)} "
                                  "for model.lora.train_tokens; was it trained with the same tokens?")
-            target = rows.embed if key.endswith(f"{_module_paths(model)[0]}.{DELTA_KEY}") else rows.head
+            target = rows.embed if key == embed_key else rows.head
             target.copy_(saved.to(target.device, target.dtype))

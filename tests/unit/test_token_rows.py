@@ -129,11 +129,7 @@ def test_peft_loads_the_rows_of_an_untied_model_from_ajet_entries(tmp_path):
     model.save_pretrained(tmp_path)
     from ajet.trainer.checkpoint import _add_token_rows
 
-    class _Holder:  # what _add_token_rows reads of a policy
-        pass
-    holder = _Holder()
-    holder.model = model
-    _add_token_rows(tmp_path, holder, rows)
+    _add_token_rows(tmp_path, model, rows)
     loaded = PeftModel.from_pretrained(untied_peft_model(1), str(tmp_path))
     assert torch.allclose(logits(loaded, ids), expected, atol=1e-5, rtol=0)
     merged = PeftModel.from_pretrained(untied_peft_model(1), str(tmp_path)).merge_and_unload()
