@@ -13,13 +13,16 @@ What the sandboxed process sees and may do (each is a kernel mechanism, not a Py
   host), new IPC and UTS namespaces;
 - a new session (`--new-session`): no controlling terminal, so TIOCSTI cannot push keystrokes into the
   terminal that started ajet (CVE-2017-5226, which bwrap's manual warns about);
+- a seccomp filter (ajet/sandbox/seccomp.py): the system calls that reach the kernel's riskier parts
+  or would leave these walls (ptrace, mount, unshare/setns, bpf, io_uring, keyctl, perf_event_open,
+  clone into new namespaces, sockets other than unix/inet, TIOCSTI, ...) answer EPERM;
 - killed with its whole namespace when the supervisor or bwrap dies (`--die-with-parent`);
 - as root, bwrap keeps only CAP_SETUID/CAP_SETGID, which the bootstrap spends at once to become
   nobody (65534): no capability is left and RLIMIT_NPROC=0 binds (the kernel ignores it for root), so
   it can neither fork nor exec. As another user, bwrap runs unprivileged in a user namespace and the
   process keeps that user's id, with RLIMIT_NPROC=0 too.
 
-Not covered: the kernel itself (a kernel exploit escapes any namespace; no seccomp filter is set here),
+Not covered: the kernel itself (a kernel exploit through an allowed system call escapes any namespace),
 and CPU time of the bwrap helper processes (they only wait).
 """
 
@@ -33,15 +36,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ajet.sandbox import seccomp
+
 INSIDE = "/sandbox"  # where the run's folder is, inside
 NOBODY = (65534, 65534)
 _MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
 
 
-def command(python_args: list[str], code_fd: int, folder_bytes: int) -> list[str]:
+def command(python_args: list[str], code_fd: int, folder_bytes: int, seccomp_fd: int) -> list[str]:
     """bwrap's argv: run `python python_args...` confined, with the code read from `code_fd` into
-    /sandbox/main.py."""
+    /sandbox/main.py and the system-call filter (ajet/sandbox/seccomp.py) read from `seccomp_fd`."""
     exe = shutil.which("bwrap") or "bwrap"
     args = [exe, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
@@ -67,7 +72,7 @@ def command(python_args: list[str], code_fd: int, folder_bytes: int) -> list[str
     args += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "0777", "--size", str(folder_bytes), "--tmpfs", INSIDE,
              "--perms", "0444", "--file", str(code_fd), f"{INSIDE}/main.py",
-             "--remount-ro", "/", "--chdir", INSIDE]
+             "--remount-ro", "/", "--chdir", INSIDE, "--seccomp", str(seccomp_fd)]
     for key, value in environment().items():
         args += ["--setenv", key, value]
     return [*args, "--", python_executable(), *python_args]
@@ -107,15 +112,18 @@ def unavailable() -> str | None:
         return f"bubblewrap needs Linux namespaces; this is {sys.platform}"
     if shutil.which("bwrap") is None:
         return "`bwrap` (bubblewrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    why = seccomp.unavailable()
+    if why is not None:
+        return why
     import tempfile
 
-    with tempfile.TemporaryFile() as code:
+    with tempfile.TemporaryFile() as code, seccomp.program() as syscalls:
         code.write(b"pass\n")
         code.flush()
         code.seek(0)
-        argv = command(["-I", "-c", "import sys; sys.exit(0)"], code.fileno(), 1 << 20)
+        argv = command(["-I", "-c", "import sys; sys.exit(0)"], code.fileno(), 1 << 20, syscalls.fileno())
         try:
-            done = subprocess.run(argv, capture_output=True, timeout=30, pass_fds=(code.fileno(),),
+            done = subprocess.run(argv, capture_output=True, timeout=30, pass_fds=(code.fileno(), syscalls.fileno()),
                                   stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"bwrap could not be started: {exc}"

@@ -7,8 +7,9 @@
 Two isolations (`isolation=`):
 
 - `"bwrap"` (the default): bubblewrap runs the interpreter in new mount, PID, network, IPC and UTS
-  namespaces, as nobody when ajet runs as root (ajet/sandbox/bwrap.py lists what it sees). Where bwrap
-  does not work (not installed, namespaces not allowed, not Linux), `run_python` raises `ConfigError`
+  namespaces, as nobody when ajet runs as root, under a seccomp filter (ajet/sandbox/bwrap.py lists
+  what it sees, seccomp.py what it may not call). Where bwrap does not work (not installed, no
+  libseccomp, namespaces not allowed, not Linux), `run_python` raises `ConfigError`
   saying why: it never runs the code with weaker walls on its own.
 - `"unsafe_audit_hook"`: only a Python audit hook in a plain subprocess, as ajet did before. Code can
   switch the hook off (it is reachable through `gc`) and then read what the user can read (the project,
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ajet.errors import ConfigError
-from ajet.sandbox import bwrap
+from ajet.sandbox import bwrap, seccomp
 from ajet.sandbox.bootstrap import BOOTSTRAP
 
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "blocked"]
@@ -128,13 +129,15 @@ def _run_bwrap(code: str, limits: SandboxLimits, rlimits: dict) -> SandboxResult
     source = code.encode("utf-8", "surrogateescape")
     cfg = {"root": bwrap.INSIDE, "main": f"{bwrap.INSIDE}/main.py", "rlimits": rlimits,
            "drop_to": bwrap.NOBODY if os.geteuid() == 0 else None}
-    with tempfile.TemporaryFile() as file:  # bwrap copies it into the sandbox's folder (--file)
+    # bwrap copies the code into the sandbox's folder (--file) and loads the filter (--seccomp)
+    with tempfile.TemporaryFile() as file, seccomp.program() as syscalls:
         file.write(source)
         file.flush()
         file.seek(0)
         argv = bwrap.command(["-I", "-c", BOOTSTRAP, json.dumps(cfg)], file.fileno(),
-                             limits.max_folder_bytes + len(source))
-        result = _supervise(argv, None, bwrap.environment(), limits, "bwrap", pass_fds=(file.fileno(),))
+                             limits.max_folder_bytes + len(source), syscalls.fileno())
+        result = _supervise(argv, None, bwrap.environment(), limits, "bwrap",
+                            pass_fds=(file.fileno(), syscalls.fileno()))
     if result.exit_code is not None and 128 < result.exit_code <= 128 + 64:
         result.exit_code = 128 - result.exit_code  # bwrap exits 128+N for a child killed by signal N
         if result.exit_code == -signal.SIGXCPU and result.status == "error":

@@ -5,7 +5,8 @@ tests/unit/test_sandbox_escapes.py and benchmarks/chaos.py (which counts `sandbo
 Every one of them got out of the audit-hook sandbox (the hook disarmed, then: a file written outside the
 folder, a socket to a port of the host, fork and exec as root, writes through dir_fd / sqlite / mkfifo,
 the trainer's environment read from /proc/<parent>/environ, the task files read) or is one bubblewrap's
-manual warns about (TIOCSTI on the controlling terminal).
+manual warns about (TIOCSTI on the controlling terminal), or reaches a kernel interface the seccomp filter
+closes (unshare of a user namespace, ptrace, io_uring, keyctl, a netlink socket).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ DISARM = textwrap.dedent("""
 """)
 
 
+_LIBC = "import ctypes\nlibc = ctypes.CDLL(None)\n"
+
+
 def attacks(outside: Path, port: int) -> dict[str, str]:
     """name -> program. `outside`: a host folder the sandbox must not write; `port`: a TCP port listening
     on the host's 127.0.0.1."""
@@ -60,6 +64,14 @@ def attacks(outside: Path, port: int) -> dict[str, str]:
         "project_code": f"assert os.listdir({str(ROOT / 'ajet')!r})",
         "kill_trainer": f"os.kill({parent}, 0)",
         "tiocsti": "import fcntl, termios\nfcntl.ioctl(os.open('/dev/tty', os.O_RDWR), termios.TIOCSTI, b'x')",
+        # The kernel's riskier interfaces, reachable through ctypes once the hook is off; each worked under
+        # bwrap's namespaces alone, the seccomp filter (ajet/sandbox/seccomp.py) answers EPERM.
+        "unshare_userns": _LIBC + "assert libc.unshare(0x10000000) == 0",  # CLONE_NEWUSER: caps inside a new ns
+        "ptrace": _LIBC + "assert libc.ptrace(0, 0, 0, 0) == 0",  # PTRACE_TRACEME
+        "io_uring": _LIBC + "assert libc.syscall(425, 8, ctypes.create_string_buffer(120)) >= 0",  # io_uring_setup
+        "keyctl": _LIBC + "nr = {'x86_64': 250, 'aarch64': 219}[os.uname().machine]\n"
+                          "assert libc.syscall(nr, 0, -3, 0) >= 0",  # KEYCTL_GET_KEYRING_ID of the session keyring
+        "netlink_socket": "socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()",
     }
     # exec replaces the process: `id` prints the escape itself when it runs as root
     return {name: DISARM + f"try:\n{textwrap.indent(body, '    ')}\nexcept BaseException:\n    pass\nelse:\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ajet.errors import ConfigError
-from ajet.sandbox import SandboxLimits, bwrap, run_python
+from ajet.sandbox import SandboxLimits, bwrap, run_python, seccomp
 from tests.unit.sandbox_attacks import DISARM as DISARM_HOOK
 from tests.unit.sandbox_attacks import run_attacks
 
@@ -188,6 +188,17 @@ def test_no_bwrap_means_a_refusal_not_a_weaker_sandbox(monkeypatch: pytest.Monke
         with pytest.raises(ConfigError, match=r"bubblewrap .*not installed.*unsafe_audit_hook"):
             run_python("print(1)")
         assert run_python("print(1)", isolation="unsafe_audit_hook").stdout == "1\n"  # asked for by name only
+    finally:
+        monkeypatch.undo()
+        bwrap.unavailable.cache_clear()
+
+
+def test_no_libseccomp_means_a_refusal_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(seccomp, "_library", lambda: None)
+    bwrap.unavailable.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"libseccomp is not installed.*unsafe_audit_hook"):
+            run_python("print(1)")
     finally:
         monkeypatch.undo()
         bwrap.unavailable.cache_clear()
