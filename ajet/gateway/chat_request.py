@@ -51,6 +51,7 @@ class ChatRequest(BaseModel):
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
     chat_template: Any = None  # vLLM's per-request template: refused, the server's own template renders
+    chat_template_kwargs: Any = None  # vLLM's extra template variables (enable_thinking, ...): refused unless empty
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -90,6 +91,10 @@ def _check_unsupported(chat: ChatRequest) -> None:
         raise _bad("chat_template in a request is not supported: every request is rendered with the template the "
                    "server was started with (ajet serve --chat-template, or model.chat_template in training), so "
                    "the tokens match what is trained; leave it out", "chat_template")
+    if chat.chat_template_kwargs not in (None, {}):
+        raise _bad(f"chat_template_kwargs={chat.chat_template_kwargs!r} is not supported: the server's template is "
+                   "rendered with the messages and tools only, as in training (vLLM would pass these variables, "
+                   "e.g. enable_thinking, to its template); leave it out", "chat_template_kwargs")
 
 
 def tool_names(tools: list[dict[str, Any]] | None) -> set[str]:

@@ -103,6 +103,8 @@ async def test_logprobs_come_back_for_the_answers_tokens(http):
         ({"logit_bias": {"5": 10}}, "logit_bias", "not supported"),
         ({"chat_template": "{{ messages[0].content }}"}, "chat_template", "rendered with the template the server"),
         ({"chat_template": ""}, "chat_template", "not supported"),
+        ({"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs", "rendered with the messages"),
+        ({"chat_template_kwargs": "x"}, "chat_template_kwargs", "not supported"),
     ],
 )
 async def test_what_chat_cannot_honour_is_refused_naming_it(http, engine, extra, param, needle):
@@ -114,5 +116,5 @@ async def test_what_chat_cannot_honour_is_refused_naming_it(http, engine, extra,
 
 async def test_neutral_values_are_accepted(http):
     body = {"messages": USER, "max_tokens": 2, "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {},
-            "logprobs": False}
+            "logprobs": False, "chat_template_kwargs": {}}
     assert (await http.post("/chat/completions", json=body)).status_code == 200
