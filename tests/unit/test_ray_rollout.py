@@ -57,16 +57,21 @@ class Scripted(Workflow):
 
 @pytest.fixture(scope="module")
 def local_ray():
+    # Ray starts its workers at nice 15: beside another CPU-heavy job (the README's test command run while
+    # a training runs) they got a few percent of a core and the episodes hit their timeouts. These tests
+    # are about what happens to episodes, not about scheduling.
+    os.environ["RAY_worker_niceness"] = "0"
     ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
              logging_level="warning", configure_logging=False)
     yield
     ray.shutdown()
+    os.environ.pop("RAY_worker_niceness", None)
 
 
 def _cfg(tmp_path: Path, ray_on: bool, **ray_args) -> AjetConfig:
     return AjetConfig(workflow=f"{HERE}:Scripted", workflow_args={"marker": str(tmp_path / "killed")},
                       ray={"enabled": ray_on, "num_workers": 2, **ray_args},
-                      rollout={"episode_timeout_s": 3, "retries": 0, "concurrency": 8})
+                      rollout={"episode_timeout_s": 8, "retries": 0, "concurrency": 8})  # "hang" sleeps 60
 
 
 async def _run(cfg: AjetConfig, tokenizer, run_dir: Path, queries: list[str], group_size: int = 1):
@@ -130,7 +135,10 @@ def test_a_worker_killed_from_outside_mid_rollout(local_ray, tiny_tokenizer, tmp
         async with RolloutStack(cfg, engine, tiny_tokenizer, tmp_path) as stack:
             victim = stack.pool.pids()[0]
             running = asyncio.ensure_future(stack.runner.run(tasks, settings, show_progress=False))
+            deadline = asyncio.get_running_loop().time() + 60
             while engine.played < len(queries):  # every episode made its call: all are in their sleep
+                assert asyncio.get_running_loop().time() < deadline and not running.done(), (
+                    f"only {engine.played} of {len(queries)} episodes made their call")
                 await asyncio.sleep(0.02)
             os.kill(victim, signal.SIGKILL)
             batch = await running
