@@ -75,16 +75,28 @@ def _library() -> ctypes.CDLL | None:
 
 def unavailable() -> str | None:
     """Why the filter cannot be built here; None when it can."""
-    if _library() is None:
-        return "libseccomp is not installed (Debian/Ubuntu: apt-get install libseccomp2)"
+    try:
+        _compiled()
+    except RuntimeError as exc:
+        return str(exc)
     return None
 
 
 def program() -> IO[bytes]:
     """The compiled filter, in a temporary file positioned at its start (pass its fd to bwrap)."""
+    compiled = tempfile.TemporaryFile()
+    compiled.write(_compiled())
+    compiled.flush()
+    compiled.seek(0)
+    return compiled
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled() -> bytes:
+    """The filter as a classic BPF program, built once per process."""
     lib = _library()
     if lib is None:
-        raise RuntimeError(unavailable())
+        raise RuntimeError("libseccomp is not installed (Debian/Ubuntu: apt-get install libseccomp2)")
     ctx = lib.seccomp_init(_ALLOW)
     if not ctx:
         raise RuntimeError("seccomp_init failed")
@@ -110,12 +122,11 @@ def program() -> IO[bytes]:
         rule(_errno(errno.EAFNOSUPPORT), "socket", (0, _CMP_GE, max(_SOCKET_FAMILIES) + 1, 0))
         for request in _TERMINAL_IOCTLS:
             rule(eperm, "ioctl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, request))
-        compiled = tempfile.TemporaryFile()
-        code = lib.seccomp_export_bpf(ctx, compiled.fileno())
-        if code < 0:
-            compiled.close()
-            raise RuntimeError(f"seccomp_export_bpf failed: {errno.errorcode.get(-code, code)}")
-        compiled.seek(0)
-        return compiled
+        with tempfile.TemporaryFile() as out:  # libseccomp writes to an fd only
+            code = lib.seccomp_export_bpf(ctx, out.fileno())
+            if code < 0:
+                raise RuntimeError(f"seccomp_export_bpf failed: {errno.errorcode.get(-code, code)}")
+            out.seek(0)
+            return out.read()
     finally:
         lib.seccomp_release(ctx)

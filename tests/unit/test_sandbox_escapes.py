@@ -196,9 +196,11 @@ def test_no_bwrap_means_a_refusal_not_a_weaker_sandbox(monkeypatch: pytest.Monke
 def test_no_libseccomp_means_a_refusal_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(seccomp, "_library", lambda: None)
     bwrap.unavailable.cache_clear()
+    seccomp._compiled.cache_clear()
     try:
         with pytest.raises(ConfigError, match=r"libseccomp is not installed.*unsafe_audit_hook"):
             run_python("print(1)")
     finally:
         monkeypatch.undo()
         bwrap.unavailable.cache_clear()
+        seccomp._compiled.cache_clear()
