@@ -60,16 +60,12 @@ def local_ray():
     # Ray starts its workers at nice 15: beside another CPU-heavy job (the README's test command run while
     # a training runs) they got a few percent of a core and the episodes hit their timeouts. These tests
     # are about what happens to episodes, not about scheduling.
-    before = os.environ.get("RAY_worker_niceness")
-    os.environ["RAY_worker_niceness"] = "0"
-    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
-             logging_level="warning", configure_logging=False)
-    yield
-    ray.shutdown()
-    if before is None:
-        os.environ.pop("RAY_worker_niceness", None)
-    else:
-        os.environ["RAY_worker_niceness"] = before
+    with pytest.MonkeyPatch.context() as patch:  # restores a value the user had set
+        patch.setenv("RAY_worker_niceness", "0")
+        ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=80 << 20,
+                 logging_level="warning", configure_logging=False)
+        yield
+        ray.shutdown()
 
 
 def _cfg(tmp_path: Path, ray_on: bool, **ray_args) -> AjetConfig:
