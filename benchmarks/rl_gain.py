@@ -12,6 +12,7 @@ above 0. Each result is appended, with the commit and the CPU, to benchmarks/res
     python benchmarks/rl_gain.py --task countdown --quick          # tiny sizes: a smoke test of the whole path
     python benchmarks/rl_gain.py --summary                         # the table of the latest result per task
     python benchmarks/rl_gain.py --task countdown --set trainer.lr=5e-5 --set grpo.baseline=leave_one_out
+    python benchmarks/rl_gain.py --task tool_agent --compare runs/grpo runs/ppo   # two RL arms, one SFT start
 
 Tasks (`--list`): TASKS below, each a folder whose benchmark.json has `conf`, `measure`, optional `also`
 (more measures to report) and an `rl_gain` section:
@@ -33,6 +34,7 @@ their task, not counted: a setting that pays goes into benchmark.json and is mea
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -184,6 +186,51 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     return row
 
 
+def checkpoint_digest(model: Path) -> str | None:
+    """sha256 over a model folder's weight files (names and bytes), or None when it holds none."""
+    files = sorted(model.glob("*.safetensors")) + sorted(model.glob("*.bin"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 24), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, work_b: Path) -> dict[str, Any]:
+    """Arm B's RL seeds against arm A's on the held-out tasks, paired task by task: both work folders must have
+    trained from the same SFT checkpoint (the same weights in sft-model/), so that only the RL differs."""
+    digests = {work: checkpoint_digest(work / "sft-model") for work in (work_a, work_b)}
+    if None in digests.values() or len(set(digests.values())) != 1:
+        found = ", ".join(f"{work}: {(digest or str(None))[:12]}" for work, digest in digests.items())
+        raise SystemExit(f"--compare: {work_a} and {work_b} did not start from the same SFT checkpoint (sft-model/ "
+                         f"weights: {found}); copy one folder's sft, sft-model and eval-sft into the other's first")
+    key = spec["measure"]
+    seeds: dict[Path, list[dict[str, float]]] = {}
+    for work in (work_a, work_b):
+        evals = sorted(work.glob("eval-rl-seed*/eval_episodes.jsonl"))
+        if len(evals) < 2:
+            raise SystemExit(f"--compare: {work} has {len(evals)} evaluated RL seeds (eval-rl-seed*/), "
+                             "at least 2 needed")
+        seeds[work] = [per_task([json.loads(line) for line in path.read_text().splitlines() if line.strip()], key)
+                       for path in evals]
+    heldout = folder / spec["rl_gain"]["heldout"]
+    rows = [json.loads(line) for line in heldout.read_text().splitlines() if line.strip()]
+    clusters = {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in rows}
+    arm_a = seeds[work_a]
+    common = set.intersection(*(set(s) for s in arm_a))
+    baseline = {t: sum(s[t] for s in arm_a) / len(arm_a) for t in common}  # A's seeds averaged, task by task
+    result = gain(baseline, seeds[work_b], clusters)
+    return {"task": name, "measure": key, "a": str(work_a), "b": str(work_b), "tasks": result.tasks,
+            "a_rl": [round(_mean(s[t] for t in common), 4) for s in arm_a], "b_rl": [round(v, 4) for v in result.rl],
+            "points": round(100 * result.mean, 2), "ci_low": round(100 * result.low, 2),
+            "ci_high": round(100 * result.high, 2), "per_seed": [round(100 * g, 2) for g in result.per_seed],
+            "significant": result.significant}
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return round(sum(values) / len(values), 4) if values else None
@@ -227,12 +274,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/rl_gain.jsonl)")
     parser.add_argument("--note", default="", help="kept with the result, e.g. 'machine shared, load ~10'")
     parser.add_argument("--summary", action="store_true", help="print the table of the results file")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("WORK_A", "WORK_B"),
+                        help="with --task: B's RL seeds against A's, two work folders trained from one SFT checkpoint")
     parser.add_argument("--list", action="store_true", help="list the tasks")
     args = parser.parse_args(argv)
     out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
     if args.list:
         for name, folder in TASKS.items():
             print(f"{name:14} {folder}")
+        return
+    if args.compare:
+        if not args.task:
+            parser.error("--compare needs --task (its measure and held-out set)")
+        name, folder, spec = task_spec(args.task)
+        row = compare_arms(name, folder, spec, *args.compare)
+        print(json.dumps(row))
+        print(f"compare_points={row['points']:+.1f} ci=[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] "
+              f"a={'/'.join(f'{v:.3f}' for v in row['a_rl'])} b={'/'.join(f'{v:.3f}' for v in row['b_rl'])} "
+              f"tasks={row['tasks']}")
         return
     if args.task:
         if len(args.seeds) < 2 and not args.quick:

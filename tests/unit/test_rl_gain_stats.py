@@ -1,7 +1,8 @@
-"""benchmarks/paired.py and measures.py: the paired gain and its bootstrap interval on hand-made numbers."""
+"""benchmarks/paired.py, measures.py and rl_gain.compare_arms: paired gains and their intervals on hand-made numbers."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -73,3 +74,37 @@ def test_measures_refuse_the_reward_and_read_episodes():
     assert measures.from_report(report, "success_rate") == 0.25
     assert measures.from_report(report, "workflow_metrics.win") == 0.5
     assert measures.from_report(report, "reward_parts.elicited") is None
+
+
+def _arm(work: Path, weights: bytes, seeds: list[list[bool]]) -> Path:
+    (work / "sft-model").mkdir(parents=True)
+    (work / "sft-model" / "model.safetensors").write_bytes(weights)
+    for seed, solved in enumerate(seeds, 1):
+        (work / f"eval-rl-seed{seed}").mkdir()
+        lines = [json.dumps({"task": {"task_id": f"t{i}"}, "success": ok}) for i, ok in enumerate(solved)]
+        (work / f"eval-rl-seed{seed}" / "eval_episodes.jsonl").write_text("\n".join(lines) + "\n")
+    return work
+
+
+def test_compare_arms_pairs_two_rl_arms_task_by_task_from_one_sft_checkpoint(tmp_path):
+    import rl_gain
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "heldout.jsonl").write_text("".join(json.dumps({"task_id": f"t{i}"}) + "\n" for i in range(4)))
+    spec = {"measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
+    # A solves t0 with both seeds and t1 with one: per task 1, 0.5, 0, 0. B: both seeds t0, t1, t2 -> 1, 1, 1, 0.
+    # differences 0, 0.5, 1, 0: mean 0.375 (37.5 points); seed means A 0.5 / 0.25, B 0.75 / 0.75.
+    a = _arm(tmp_path / "a", b"weights", [[True, True, False, False], [True, False, False, False]])
+    b = _arm(tmp_path / "b", b"weights", [[True, True, True, False]] * 2)
+    row = rl_gain.compare_arms("t", folder, spec, a, b)
+    assert (row["tasks"], row["points"], row["a_rl"], row["b_rl"], row["per_seed"]) == (
+        4, 37.5, [0.5, 0.25], [0.75, 0.75], [37.5, 37.5])
+    assert 0 <= row["ci_low"] <= 37.5 <= row["ci_high"] <= 100
+    other = _arm(tmp_path / "c", b"other weights", [[True] * 4] * 2)
+    with pytest.raises(SystemExit, match="same SFT checkpoint"):
+        rl_gain.compare_arms("t", folder, spec, a, other)
+    (tmp_path / "d").mkdir()
+    one_seed = _arm(tmp_path / "d" / "w", b"weights", [[True] * 4])
+    with pytest.raises(SystemExit, match="1 evaluated RL seeds"):
+        rl_gain.compare_arms("t", folder, spec, a, one_seed)
