@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import measures
+from ajet.jsonl import read_rows
 from paired import gain
 from quickstart import cpu_flags
 
@@ -105,7 +106,7 @@ def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None) -> li
         if model is not None:
             command[2:2] = ["--model", str(model)]
         _run(command, out.with_suffix(".log"))
-    return [json.loads(line) for line in (out / "eval_episodes.jsonl").read_text().splitlines() if line.strip()]
+    return read_rows(out / "eval_episodes.jsonl")
 
 
 def per_task(episodes: list[dict[str, Any]], key: str) -> dict[str, float]:
@@ -116,6 +117,11 @@ def per_task(episodes: list[dict[str, Any]], key: str) -> dict[str, float]:
         if value is not None:
             values.setdefault(episode["task"]["task_id"], []).append(value)
     return {t: sum(v) / len(v) for t, v in values.items()}
+
+
+def heldout_clusters(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """task id -> the cluster the bootstrap resamples whole (metadata.cluster; else the task itself)."""
+    return {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in rows}
 
 
 def _commit() -> str:
@@ -162,8 +168,8 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
                                         f"engine.seed={seed}"])
         arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run)
 
-    heldout_rows = [json.loads(line) for line in heldout.read_text().splitlines() if line.strip()]
-    clusters = {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in heldout_rows}
+    heldout_rows = read_rows(heldout)
+    clusters = heldout_clusters(heldout_rows)
     by_key = {key: {arm: per_task(episodes, key) for arm, episodes in arms.items()} for key in keys}
     main = by_key[spec["measure"]]
     result = gain(main["sft"], [main[f"rl{s}"] for s in seeds], clusters)
@@ -215,17 +221,14 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
         if len(evals) < 2:
             raise SystemExit(f"--compare: {work} has {len(evals)} evaluated RL seeds (eval-rl-seed*/), "
                              "at least 2 needed")
-        seeds[work] = [per_task([json.loads(line) for line in path.read_text().splitlines() if line.strip()], key)
-                       for path in evals]
-    heldout = folder / spec["rl_gain"]["heldout"]
-    rows = [json.loads(line) for line in heldout.read_text().splitlines() if line.strip()]
-    clusters = {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in rows}
+        seeds[work] = [per_task(read_rows(path), key) for path in evals]
+    clusters = heldout_clusters(read_rows(folder / spec["rl_gain"]["heldout"]))
     arm_a = seeds[work_a]
-    common = set.intersection(*(set(s) for s in arm_a))
+    common = set.intersection(*(set(s) for s in arm_a + seeds[work_b]))  # tasks every seed of both arms scored
     baseline = {t: sum(s[t] for s in arm_a) / len(arm_a) for t in common}  # A's seeds averaged, task by task
     result = gain(baseline, seeds[work_b], clusters)
     return {"task": name, "measure": key, "a": str(work_a), "b": str(work_b), "tasks": result.tasks,
-            "a_rl": [round(_mean(s[t] for t in common), 4) for s in arm_a], "b_rl": [round(v, 4) for v in result.rl],
+            "a_rl": [_mean(s[t] for t in common) for s in arm_a], "b_rl": [round(v, 4) for v in result.rl],
             "points": round(100 * result.mean, 2), "ci_low": round(100 * result.low, 2),
             "ci_high": round(100 * result.high, 2), "per_seed": [round(100 * g, 2) for g in result.per_seed],
             "significant": result.significant}
@@ -239,7 +242,7 @@ def _mean(values) -> float | None:
 def summary(path: Path) -> tuple[float, int, int]:
     """Print, per task, the latest result with the task's own settings and the latest of each --set variant
     below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    rows = read_rows(path)
     latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
     for row in rows:
         latest[(row["task"], tuple(row.get("set", [])))] = row
