@@ -104,18 +104,29 @@ def _greedy(model: Any, tokenizer: Any, prompt: str, max_new_tokens: int) -> lis
     return out[0, ids["input_ids"].shape[1]:].tolist()  # (T_new,)
 
 
-def load_gguf(gguf_file: Path) -> tuple[Any, Any]:
-    """The model and tokenizer of a GGUF file, through transformers' GGUF loader (dequantized, float32)."""
+def load_gguf_model(gguf_file: Path) -> Any:
+    """The model of a GGUF file alone, through transformers' GGUF loader (dequantized, float32): the
+    tokenizer's conversion is most of a full load's time."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    folder, name = str(gguf_file.parent), gguf_file.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
+                                                     dtype=torch.float32)
     except (OSError, ValueError, KeyError) as exc:
         raise CheckpointError(f"cannot load {gguf_file} back with transformers: {exc}") from exc
-    return model.eval(), tokenizer
+    return model.eval()
+
+
+def load_gguf(gguf_file: Path) -> tuple[Any, Any]:
+    """The model and tokenizer of a GGUF file, through transformers' GGUF loader (dequantized, float32)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"cannot load {gguf_file} back with transformers: {exc}") from exc
+    return load_gguf_model(gguf_file), tokenizer
 
 
 def measure_agreement(model_dir: str, gguf_file: Path, *, max_new_tokens: int = 32) -> dict[str, Any]:

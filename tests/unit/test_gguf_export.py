@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ajet.cli import main
 from ajet.errors import CheckpointError
-from ajet.export.gguf import export_gguf, load_gguf, verify_export
+from ajet.export.gguf import export_gguf, load_gguf, load_gguf_model, verify_export
 from ajet.export.gguf_writer import permute_qk, write_gguf
 from ajet.tool_template import served_template
 from tests.unit.test_export import TEMPLATE, lora_ckpt  # noqa: F401  (a trained LoRA checkpoint of tiny-random)
@@ -24,9 +25,14 @@ def test_permute_matches_llama_cpp_layout():
     assert permute_qk(w, 2)[:, 0].tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
 
 
-def test_f16_holds_the_source_weights_rounded_to_float16_exactly(tiny_model_path, tmp_path):
-    gguf_file = write_gguf(tiny_model_path, tmp_path / "tiny-f16.gguf", "f16")
-    exported, tokenizer = load_gguf(gguf_file)
+@pytest.fixture(scope="module")
+def tiny_f16(tiny_model_path, tmp_path_factory) -> Path:
+    """tiny-random written once as f16: the f16 test reads it, the quantized ones compare sizes with it."""
+    return write_gguf(tiny_model_path, tmp_path_factory.mktemp("gguf") / "tiny-f16.gguf", "f16")
+
+
+def test_f16_holds_the_source_weights_rounded_to_float16_exactly(tiny_model_path, tiny_f16):
+    exported, tokenizer = load_gguf(tiny_f16)
     source = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
     got = exported.state_dict()
     for name, tensor in source.state_dict().items():
@@ -38,12 +44,10 @@ def test_f16_holds_the_source_weights_rounded_to_float16_exactly(tiny_model_path
 
 
 @pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
-def test_quantized_exports_load_and_stay_close(tiny_model_path, tmp_path, kind):
+def test_quantized_exports_load_and_stay_close(tiny_model_path, tiny_f16, tmp_path, kind):
     gguf_file = write_gguf(tiny_model_path, tmp_path / f"tiny-{kind}.gguf", kind)
-    f16 = write_gguf(tiny_model_path, tmp_path / "tiny-f16.gguf", "f16")
-    assert gguf_file.stat().st_size < f16.stat().st_size
-    # the weights alone: the tokenizer round trip (most of a load's time) is the f16 test's
-    exported = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
+    assert gguf_file.stat().st_size < tiny_f16.stat().st_size
+    exported = load_gguf_model(gguf_file)  # the weights alone: the tokenizer round trip is the f16 test's
     source = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
     w = "model.layers.0.mlp.up_proj.weight"
     error = (exported.state_dict()[w] - source[w]).abs().max().item()
