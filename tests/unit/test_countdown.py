@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -148,10 +149,13 @@ def test_make_data_reproduces_the_shipped_files(tmp_path):
 def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
     splits = ["train", "val", "heldout", "sft"]
     rows = {n: [json.loads(x) for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in splits}
-    assert [len(rows[n]) for n in splits] == [96, 32, 128, 96]
+    assert [len(rows[n]) for n in splits] == [96, 32, 128, 768]
     key = lambda r: (tuple(sorted(r["metadata"]["numbers"])), r["answer"])  # noqa: E731
     keys = [{key(r) for r in rows[n]} for n in ("train", "val", "heldout")]
-    assert sum(map(len, keys)) == len(set().union(*keys))  # no puzzle in two splits
+    # the demonstrations past the train ones: puzzles of no split, read back from their query
+    numbers_target = [list(map(int, re.findall(r"\d+", d["messages"][1]["content"]))) for d in rows["sft"][96:]]
+    keys.append({(tuple(sorted(v[:-1])), v[-1]) for v in numbers_target})
+    assert sum(map(len, keys)) == len(set().union(*keys)) == 96 + 32 + 128 + 672  # no puzzle twice
     for split in ("train", "val", "heldout"):
         # half the targets take one operation, half two (and no fewer): sized for the 135M model
         assert sum(r["metadata"]["ops"] == 1 for r in rows[split]) == len(rows[split]) // 2
@@ -164,6 +168,9 @@ def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
     for row, demo in zip(rows["train"], rows["sft"]):
         assert demo["messages"] == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["query"]},
                                     {"role": "assistant", "content": f"<answer>{row['metadata']['solution']}</answer>"}]
+    for (*numbers, target), demo in zip(numbers_target, rows["sft"][96:]):
+        answer = demo["messages"][2]["content"].removeprefix("<answer>").removesuffix("</answer>")
+        assert countdown.verify(answer, numbers, target, use_all=False) == (True, "solved")
 
 
 def test_the_agent_module_is_plain_agentscope():
