@@ -45,12 +45,15 @@ def reachable(numbers: tuple[int, ...]) -> set[int]:
             if "/" not in e and v.denominator == 1 and 1 <= v <= MAX_TARGET and v not in numbers}
 
 
-def puzzle_key(task: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+PuzzleKey = tuple[tuple[int, ...], int]
+
+
+def puzzle_key(numbers: list[int], target: int) -> PuzzleKey:
     """What makes two puzzles the same: their numbers in any order and their target."""
-    return tuple(sorted(task["metadata"]["numbers"])), task["answer"]
+    return tuple(sorted(numbers)), target
 
 
-def make_tasks(rng: random.Random, n: int, exclude: set | None = None) -> list[dict[str, Any]]:
+def make_tasks(rng: random.Random, n: int, exclude: set[PuzzleKey] | None = None) -> list[dict[str, Any]]:
     """`n` distinct solvable puzzles, none in `exclude` (`puzzle_key`s), alternating one- and two-operation targets."""
     tasks, seen = [], set(exclude or ())
     while len(tasks) < n:
@@ -61,7 +64,7 @@ def make_tasks(rng: random.Random, n: int, exclude: set | None = None) -> list[d
         if not values:
             continue
         target = rng.choice(values)
-        key = (tuple(sorted(numbers)), target)
+        key = puzzle_key(numbers, target)
         solution = solve(numbers, target, use_all=False)  # the fewest numbers first
         assert solution is not None and verify(solution, numbers, target, use_all=False)[0]
         ops = len(parse(solution)[1]) - 1
@@ -91,7 +94,7 @@ def build(out_dir: Path) -> dict[str, int]:
         split: [{"task_id": f"countdown-{split}-{i:03d}", **t} for i, t in enumerate(items)]
         for split, items in splits.items()}
     # drawn after the held-out puzzles, so those stay as committed
-    extra = make_tasks(rng, N_SFT_EXTRA, {puzzle_key(t) for t in tasks})
+    extra = make_tasks(rng, N_SFT_EXTRA, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks})
     rows["sft"] = [demonstration(t) for t in splits["train"] + extra]
     return write_jsonl_files(out_dir, rows)
 
