@@ -17,6 +17,7 @@ FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_learn_to_as
 # By file path (each tutorial has its own agent.py and make_data.py); it puts the folder on sys.path too.
 DoctorAgent = load_object(f"{FOLDER / 'agent.py'}:DoctorAgent")
 build = load_object(f"{FOLDER / 'make_data.py'}:build")
+RECHECK = load_object(f"{FOLDER / 'make_data.py'}:RECHECK")
 import consult  # noqa: E402
 
 FACTS = {"duration": "It started 3 days ago.", "fever": "No, I have no fever.", "breathing": "Breathing is fine."}
@@ -71,14 +72,20 @@ def test_shipped_data_is_what_the_script_makes_and_demonstrations_score_full(tmp
     case = lambda r: r["query"] + json.dumps(r["answer"])  # noqa: E731
     keys = [{case(r) for r in rows[n]} for n in ("train", "val", "heldout")]
     assert sum(map(len, keys)) == len(set().union(*keys)) == 224  # no case twice, in a split or across them
+    rechecks = 0
     for case, demo in zip(rows["train"], rows["sft"]):
         assert set(case["answer"]["facts"]) <= set(consult.TOPICS)
         score = consult.score_consultation(demo["messages"], case["answer"]["facts"])
-        assert score["total"] == 1.0 and score["redundant"] == 0, case["task_id"]
+        # every fact asked once and advice given; a re-checking doctor asks one known answer again
+        rechecked = demo["messages"][-3]["content"] == RECHECK
+        rechecks += rechecked
+        assert score["elicited"] == score["advised"] == 1.0, case["task_id"]
+        assert (score["total"], score["redundant"]) == ((0.85, 1) if rechecked else (1.0, 0)), case["task_id"]
         # the scripted patient gives exactly the demonstration's answers
         msgs = demo["messages"]
         for question, answer in zip(msgs[2:-1:2], msgs[3::2]):
             assert consult.scripted_answer(question["content"], case["answer"]["facts"]) == answer["content"]
+    assert rechecks == 48  # RECHECK_SHARE of 64
 
 
 async def test_judge_rule_path_from_the_yaml_reference() -> None:

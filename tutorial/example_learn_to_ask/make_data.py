@@ -8,7 +8,10 @@
   the hidden record: the patient reveals one only when asked about its topic.
 - `sft.jsonl`: for each train case, a consultation built by construction (not sampled from a model):
   the canonical question of each hidden topic, in the complaint's order, the patient's answer, then
-  the advice. No question is asked once every fact is known.
+  the advice. Like real transcripts, they are not all perfect: in three of every four (RECHECK_SHARE)
+  the doctor double-checks how long it has lasted before advising, a question whose answer is known
+  (redundant: the judge takes 0.15 off and it is no success). SFT copies the habit; the judge's reward
+  is what can teach the model to drop it (benchmarks/rl_gain.py --task learn_to_ask measures that).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from ajet.jsonl import write_jsonl_files
 
 SEED = 5
 N_TRAIN, N_VAL, N_HELDOUT = 64, 32, 128
+RECHECK_SHARE = 0.75  # of the demonstrations, those that re-ask a known answer before the advice
+RECHECK = "Just to be sure, how long has this been going on?"
 HERE = Path(__file__).resolve().parent
 
 # complaint -> (opening line, the topics its hidden record covers in the order a doctor asks, advice)
@@ -97,11 +102,15 @@ def make_cases(rng: random.Random, n: int, exclude: set[str] = frozenset()) -> l
     return cases
 
 
-def demonstration(case: dict[str, Any]) -> dict[str, Any]:
-    """The canonical question of each hidden topic, the patient's answer, then the advice."""
+def demonstration(case: dict[str, Any], recheck: bool = False) -> dict[str, Any]:
+    """The canonical question of each hidden topic, the patient's answer, then the advice; with `recheck`,
+    the duration asked again (and answered again) before the advice."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": case["query"]}]
-    for topic, answer in case["answer"]["facts"].items():
+    facts = case["answer"]["facts"]
+    for topic, answer in facts.items():
         messages += [{"role": "assistant", "content": TOPICS[topic][1]}, {"role": "user", "content": answer}]
+    if recheck:
+        messages += [{"role": "assistant", "content": RECHECK}, {"role": "user", "content": facts["duration"]}]
     messages.append({"role": "assistant", "content": f"Advice: {case['answer']['advice']}"})
     return {"messages": messages}
 
@@ -116,7 +125,9 @@ def build(out_dir: Path) -> dict[str, int]:
     rows: dict[str, list[dict]] = {}
     for split, items in splits.items():
         rows[split] = [{"task_id": f"ask-{split}-{i:03d}", **case} for i, case in enumerate(items)]
-    rows["sft"] = [demonstration(case) for case in splits["train"]]
+    # its own generator: the cases above stay byte for byte what they were before demonstrations re-checked
+    rechecked = set(random.Random(SEED).sample(range(N_TRAIN), round(RECHECK_SHARE * N_TRAIN)))
+    rows["sft"] = [demonstration(case, i in rechecked) for i, case in enumerate(splits["train"])]
     return write_jsonl_files(out_dir, rows)
 
 
