@@ -22,7 +22,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from consult import SYSTEM_PROMPT, TOPICS
+from consult import SYSTEM_PROMPT, TOPICS, scripted_answer
 
 from ajet.jsonl import write_jsonl_files
 
@@ -104,13 +104,13 @@ def make_cases(rng: random.Random, n: int, exclude: set[str] = frozenset()) -> l
 
 def demonstration(case: dict[str, Any], recheck: bool = False) -> dict[str, Any]:
     """The canonical question of each hidden topic, the patient's answer, then the advice; with `recheck`,
-    the duration asked again (and answered again) before the advice."""
+    RECHECK asked before the advice and answered as the scripted patient answers it."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": case["query"]}]
     facts = case["answer"]["facts"]
     for topic, answer in facts.items():
         messages += [{"role": "assistant", "content": TOPICS[topic][1]}, {"role": "user", "content": answer}]
     if recheck:
-        messages += [{"role": "assistant", "content": RECHECK}, {"role": "user", "content": facts["duration"]}]
+        messages += [{"role": "assistant", "content": RECHECK}, {"role": "user", "content": scripted_answer(RECHECK, facts)}]
     messages.append({"role": "assistant", "content": f"Advice: {case['answer']['advice']}"})
     return {"messages": messages}
 
