@@ -84,13 +84,14 @@ def _packaged_folder(name: str) -> Path:
 def _convert_gguf(name: str, out: Path) -> None:
     """Dequantize the packaged GGUF of `name` into a float32 safetensors folder `out`."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     with gguf_source(name, out.parent) as gguf:
         folder, fname = str(gguf.parent), gguf.name
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+        tokenizer = load_gguf_tokenizer(gguf)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
         config = AutoConfig.from_pretrained(folder, gguf_file=fname)
+    config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     # save_pretrained refuses GGUF-loaded models: rebuild from a clean config and hand it the weights.
     # The rebuilt model starts on the meta device and takes the loaded tensors as they are (assign):
     # one copy of the weights in memory, not two (7 GB for the 1.5B model in float32).
@@ -107,6 +108,36 @@ def _convert_gguf(name: str, out: Path) -> None:
     fresh.generation_config.eos_token_id = tokenizer.eos_token_id
     fresh.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
+
+
+def gguf_special_token_ids(gguf: Path) -> dict[str, int]:
+    """The special tokens a GGUF file names (`tokenizer.ggml.<role>_token_id`), by role: bos, eos, unk, pad."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(gguf).fields
+    ids = {}
+    for role, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding")):
+        field = fields.get(f"tokenizer.ggml.{key}_token_id")
+        if field is not None:
+            ids[role] = int(field.parts[field.data[0]][0])
+    return ids
+
+
+def set_special_tokens(tokenizer: Any, ids: dict[str, int]) -> None:
+    """Make `tokenizer`'s bos/eos/unk/pad tokens the ones `ids` names (role -> token id)."""
+    for role, token_id in ids.items():
+        setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(token_id))
+
+
+def load_gguf_tokenizer(gguf: Path) -> Any:
+    """The tokenizer of a GGUF file, its special tokens the file's own: transformers 5.17's GGUF loader
+    gave SmolLM2 `<|im_start|>` (the bos) as its eos, so that no completion ever stopped and no SFT row
+    had an assistant turn to train (seen on a GPU machine whose image held 5.17; 5.23 reads it right)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    set_special_tokens(tokenizer, gguf_special_token_ids(gguf))
+    return tokenizer
 
 
 def _tiny_folder() -> Path:

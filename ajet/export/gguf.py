@@ -120,10 +120,10 @@ def load_gguf_model(gguf_file: Path) -> Any:
 
 def load_gguf(gguf_file: Path) -> tuple[Any, Any]:
     """The model and tokenizer of a GGUF file, through transformers' GGUF loader (dequantized, float32)."""
-    from transformers import AutoTokenizer
+    from ajet.models import load_gguf_tokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+        tokenizer = load_gguf_tokenizer(gguf_file)
     except (OSError, ValueError, KeyError) as exc:
         raise CheckpointError(f"cannot load {gguf_file} back with transformers: {exc}") from exc
     return load_gguf_model(gguf_file), tokenizer
