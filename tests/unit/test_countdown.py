@@ -164,6 +164,7 @@ def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
             assert row["answer"] == m["target"] and 1 <= m["target"] <= 50
             assert countdown.verify(m["solution"], m["numbers"], m["target"], use_all=False) == (True, "solved")
             assert len(countdown.parse(m["solution"])[1]) == m["ops"] + 1
+            assert m["category"] == {1: "one_op", 2: "two_op"}[m["ops"]]  # what rollout.task_weights reads
             assert countdown.solve(m["numbers"], m["target"], use_all=False) == m["solution"]
     for row, demo in zip(rows["train"], rows["sft"]):
         assert demo["messages"] == [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": row["query"]},

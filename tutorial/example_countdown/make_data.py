@@ -4,7 +4,8 @@
 
 - `train.jsonl` (96 tasks), `val.jsonl` (32 other tasks), `heldout.jsonl` (128 others, for
   benchmarks/rl_gain.py): `{"task_id", "query", "answer": target, "metadata": {"numbers": [a, b, c],
-  "target": N, "ops": 1 or 2, "solution": expression}}`. Three numbers from 1 to 10; sized so the 135M
+  "target": N, "ops": 1 or 2, "solution": expression,
+  "category": "one_op" or "two_op"}}`. Three numbers from 1 to 10; sized so the 135M
   model can solve some: half the targets take one operation on two of the numbers (`3 + 7`), half two
   operations on all three and no fewer, with + - * (a whole number from 1 to 50, none of the numbers
   itself). The rule is Countdown's own: each number at most once, at least two of them.
@@ -30,6 +31,8 @@ from ajet.jsonl import write_jsonl_files
 SEED = 11
 N_TRAIN, N_VAL, N_HELDOUT = 96, 32, 128
 N_SFT_EXTRA = 672
+# metadata.category: what rollout.task_weights samples RL tasks by
+CATEGORY = {1: "one_op", 2: "two_op"}
 N_NUMBERS, LOW, HIGH, MAX_TARGET = 3, 1, 10, 50
 HERE = Path(__file__).resolve().parent
 
@@ -72,7 +75,8 @@ def make_tasks(rng: random.Random, n: int, exclude: set[PuzzleKey] | None = None
             continue
         seen.add(key)
         tasks.append({"query": query(numbers, target), "answer": target,
-                      "metadata": {"numbers": numbers, "target": target, "ops": ops, "solution": solution}})
+                      "metadata": {"numbers": numbers, "target": target, "ops": ops, "solution": solution,
+                                   "category": CATEGORY[ops]}})
     return tasks
 
 
