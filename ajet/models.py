@@ -14,6 +14,7 @@ decided — the trainer, the engines and the gateway all call them, so they cann
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -46,14 +47,37 @@ def resolve_model_path(name: str) -> str:
     return name  # a hub id: transformers will fetch it (needs the network)
 
 
+# Raised when what a build writes changes, so that a folder an older ajet built is built again.
+# 2 (2026-11-30): special tokens from the GGUF's own ids; version 1's SmolLM2 could carry <|im_start|> as its eos.
+BUILD_VERSION = 2
+_BUILD_MARK = "ajet_build.json"
+
+
+def is_current_build(folder: Path) -> bool:
+    """True when `folder` holds a model built by this ajet's conversion (BUILD_VERSION or later)."""
+    try:
+        return json.loads((folder / _BUILD_MARK).read_text())["version"] >= BUILD_VERSION
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _atomic_build(target: Path, build) -> Path:
-    """Build into a temp folder next to `target`, then rename, so a crash never leaves half a model."""
-    if (target / "config.json").is_file():
+    """Build into a temp folder next to `target`, then rename, so a crash never leaves half a model. A
+    folder an older build wrote is replaced."""
+    if (target / "config.json").is_file() and is_current_build(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
     try:
         build(tmp)
+        (tmp / _BUILD_MARK).write_text(json.dumps({"version": BUILD_VERSION}))
+        if target.exists() and not is_current_build(target):  # set the old build aside (never a fresh one)
+            stale = Path(tempfile.mkdtemp(prefix=target.name + ".stale-", dir=target.parent))
+            try:
+                target.rename(stale / target.name)
+            except OSError:  # another process moved it first
+                pass
+            shutil.rmtree(stale, ignore_errors=True)
         try:
             tmp.rename(target)
         except OSError:  # another process won the race
@@ -67,7 +91,7 @@ def _atomic_build(target: Path, build) -> Path:
 def packaged_models() -> list[dict[str, Any]]:
     """`ajet models list`: each packaged model, whether its packages are installed and its folder cached."""
     return [{"name": m.name, "preset": m.preset, "title": m.title, "installed": installed(m),
-             "cached": (cache_dir() / m.name / "config.json").is_file()} for m in PACKAGED.values()]
+             "cached": is_current_build(cache_dir() / m.name)} for m in PACKAGED.values()]
 
 
 def install_packaged(name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import sys
 
 import pytest
@@ -114,3 +115,24 @@ def test_the_0_5b_model_loads_and_answers():
     with torch.no_grad():
         out = model.generate(**ids, max_new_tokens=12, do_sample=False)
     assert "Paris" in tokenizer.decode(out[0, ids["input_ids"].shape[1]:])
+
+
+def test_a_model_folder_an_older_build_wrote_is_built_again(tmp_path):
+    # version 1 wrote no mark, and its SmolLM2 could carry <|im_start|> as its eos: such a folder is rebuilt
+    from ajet.models import _atomic_build, is_current_build
+
+    target = tmp_path / "smollm2"
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    (target / "tokenizer_config.json").write_text('{"eos_token": "<|im_start|>"}')
+    builds = []
+
+    def build(out):
+        builds.append(out)
+        (out / "config.json").write_text('{"rebuilt": true}')
+
+    assert _atomic_build(target, build) == target and len(builds) == 1
+    assert is_current_build(target) and json.loads((target / "config.json").read_text()) == {"rebuilt": True}
+    assert not (target / "tokenizer_config.json").exists()  # nothing of the old build kept
+    assert _atomic_build(target, build) == target and len(builds) == 1  # a current folder is kept as it is
+    assert [p.name for p in tmp_path.iterdir()] == ["smollm2"]  # no temp or set-aside folder left behind
