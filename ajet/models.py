@@ -48,7 +48,7 @@ def resolve_model_path(name: str) -> str:
 
 
 # Raised when what a build writes changes, so that a folder an older ajet built is built again.
-# 2 (2026-11-30): special tokens from the GGUF's own ids; version 1's SmolLM2 could carry <|im_start|> as its eos.
+# 2 (2026-11-30): the eos from the GGUF's own ids; version 1's SmolLM2 could carry <|im_start|> as its eos.
 BUILD_VERSION = 2
 _BUILD_MARK = "ajet_build.json"
 
@@ -115,7 +115,7 @@ def _convert_gguf(name: str, out: Path) -> None:
         tokenizer = load_gguf_tokenizer(gguf)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
         config = AutoConfig.from_pretrained(folder, gguf_file=fname)
-    config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
+    config.eos_token_id = tokenizer.eos_token_id
     # save_pretrained refuses GGUF-loaded models: rebuild from a clean config and hand it the weights.
     # The rebuilt model starts on the meta device and takes the loaded tensors as they are (assign):
     # one copy of the weights in memory, not two (7 GB for the 1.5B model in float32).
@@ -154,13 +154,15 @@ def set_special_tokens(tokenizer: Any, ids: dict[str, int]) -> None:
 
 
 def load_gguf_tokenizer(gguf: Path) -> Any:
-    """The tokenizer of a GGUF file, its special tokens the file's own: transformers 5.17's GGUF loader
+    """The tokenizer of a GGUF file, its eos the file's own: transformers 5.17's GGUF loader
     gave SmolLM2 `<|im_start|>` (the bos) as its eos, so that no completion ever stopped and no SFT row
     had an assistant turn to train (seen on a GPU machine whose image held 5.17; 5.23 reads it right)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    set_special_tokens(tokenizer, gguf_special_token_ids(gguf))
+    # Only the eos, the token that ends turns and completions: a bos the loader left unset stays unset
+    # (setting one could make the tokenizer prepend it to every prompt).
+    set_special_tokens(tokenizer, {role: i for role, i in gguf_special_token_ids(gguf).items() if role == "eos"})
     return tokenizer
 
 

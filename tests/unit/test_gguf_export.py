@@ -111,7 +111,7 @@ def test_refusals(tmp_path, tiny_model_path):
     assert not (tmp_path / "y").exists()
 
 
-def test_a_gguf_tokenizer_takes_the_files_own_special_tokens(tiny_f16):
+def test_a_gguf_tokenizer_takes_the_files_own_eos(tiny_f16):
     # transformers 5.17's GGUF loader made SmolLM2's bos (<|im_start|>) its eos: every completion then ran
     # to max_tokens and no SFT row had a turn end to train. The file's own ids decide instead.
     from ajet.models import gguf_special_token_ids, load_gguf_tokenizer, set_special_tokens
@@ -123,4 +123,7 @@ def test_a_gguf_tokenizer_takes_the_files_own_special_tokens(tiny_f16):
     tokenizer.eos_token = "<|im_start|>"  # what the 5.17 loader gave
     set_special_tokens(tokenizer, ids)
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2
-    assert load_gguf_tokenizer(tiny_f16).eos_token_id == 2
+    loaded = load_gguf_tokenizer(tiny_f16)
+    assert loaded.eos_token_id == 2
+    plain = AutoTokenizer.from_pretrained(str(tiny_f16.parent), gguf_file=tiny_f16.name)
+    assert loaded("Hello there, tools!")["input_ids"] == plain("Hello there, tools!")["input_ids"]  # nothing prepended
