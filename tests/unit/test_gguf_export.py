@@ -113,17 +113,15 @@ def test_refusals(tmp_path, tiny_model_path):
 
 def test_a_gguf_tokenizer_takes_the_files_own_eos(tiny_f16):
     # transformers 5.17's GGUF loader made SmolLM2's bos (<|im_start|>) its eos: every completion then ran
-    # to max_tokens and no SFT row had a turn end to train. The file's own ids decide instead.
+    # to max_tokens and no SFT row had a turn end to train. The file's own id decides instead.
     from ajet.models import gguf_special_token_ids, load_gguf_tokenizer, set_special_tokens
 
     ids = gguf_special_token_ids(tiny_f16)
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_f16.parent), gguf_file=tiny_f16.name)
-    assert ids["eos"] == 2 and tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
-    assert ids["pad"] == 2 and ids["unk"] == 0
-    tokenizer.eos_token = "<|im_start|>"  # what the 5.17 loader gave
-    set_special_tokens(tokenizer, ids)
-    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2
+    assert ids["eos"] == 2 and ids["pad"] == 2 and ids["unk"] == 0
     loaded = load_gguf_tokenizer(tiny_f16)
-    assert loaded.eos_token_id == 2
-    plain = AutoTokenizer.from_pretrained(str(tiny_f16.parent), gguf_file=tiny_f16.name)
+    assert loaded.eos_token == "<|im_end|>" and loaded.eos_token_id == 2
+    plain = AutoTokenizer.from_pretrained(str(tiny_f16.parent), gguf_file=tiny_f16.name)  # ~15 s: 49k tokens
     assert loaded("Hello there, tools!")["input_ids"] == plain("Hello there, tools!")["input_ids"]  # nothing prepended
+    plain.eos_token = "<|im_start|>"  # what the 5.17 loader gave
+    set_special_tokens(plain, {"eos": ids["eos"]})
+    assert plain.eos_token == "<|im_end|>" and plain.eos_token_id == 2
