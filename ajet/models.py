@@ -162,7 +162,9 @@ def load_gguf_tokenizer(gguf: Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     # Only the eos, the token that ends turns and completions: a bos the loader left unset stays unset
     # (setting one could make the tokenizer prepend it to every prompt).
-    set_special_tokens(tokenizer, {role: i for role, i in gguf_special_token_ids(gguf).items() if role == "eos"})
+    eos = gguf_special_token_ids(gguf).get("eos")
+    if eos is not None:
+        set_special_tokens(tokenizer, {"eos": eos})
     return tokenizer
 
 
