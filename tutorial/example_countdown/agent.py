@@ -6,6 +6,8 @@ itself is unmodified AgentScope code; every call it makes goes through the gatew
 
 Workflow arguments (YAML `workflow_args`):
     stream: let AgentScope stream the completion (default false; both work against the gateway).
+    style: `answer` (default: the expression only) or `search` (the search written out first, then the
+        answer; train it on `sft_search.jsonl` with a larger `rollout.max_tokens_per_turn`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import openai
 
 from ajet import Task, Tuner, Workflow, WorkflowOutput
 from countdown import extract_answer
-from countdown_agent import SYSTEM_PROMPT, build_agent, solve
+from countdown_agent import PROMPTS, build_agent, solve
 
 AGENT = "solver"
 
@@ -23,8 +25,9 @@ class CountdownWorkflow(Workflow):
     """Runs the AgentScope countdown agent on one puzzle."""
 
     async def execute(self, task: Task, tuner: Tuner) -> WorkflowOutput:
+        style = str(self.kwargs.get("style", "answer"))
         agent = build_agent(tuner.base_url, tuner.api_key_for(AGENT), tuner.model_for(AGENT),
-                            stream=bool(self.kwargs.get("stream", False)), name=AGENT)
+                            stream=bool(self.kwargs.get("stream", False)), name=AGENT, style=style)
         try:
             reply = await solve(agent, task.query)
         except openai.BadRequestError as exc:  # the gateway refused (prompt too long): no answer, judged 0
@@ -35,7 +38,7 @@ class CountdownWorkflow(Workflow):
         text = reply.get_text_content() or ""
         return WorkflowOutput(
             answer=text,
-            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.query},
+            messages=[{"role": "system", "content": PROMPTS[style]}, {"role": "user", "content": task.query},
                       {"role": "assistant", "content": text}],
             metadata={"expression": extract_answer(text), "stop_reason": str(reply.finished_reason)},
         )

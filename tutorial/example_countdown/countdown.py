@@ -4,8 +4,9 @@ Two rules: `use_all=True`, each number used exactly once; `use_all=False` (Count
 tutorial's), each number at most once and at least two of them, so a target may take one operation
 (`3 + 7`) or two (`(3 + 7) * 5`).
 
-Pure Python, no ajet and no AgentScope: the verifier the judge uses, the answer extraction, and
-the solver `make_data.py` builds demonstrations with. Arithmetic is exact (`fractions.Fraction`),
+Pure Python, no ajet and no AgentScope: the verifier the judge uses, the answer extraction, the
+solver `make_data.py` builds demonstrations with, and the written search (`search_trace`) of the
+`search` demonstrations. Arithmetic is exact (`fractions.Fraction`),
 so `6 / 4 * 2` is 3, not 2.9999.
 """
 
@@ -121,3 +122,40 @@ def expressions(numbers: tuple[int, ...]) -> Iterator[tuple[str, Fraction]]:
                 yield f"{ls} * {rs}", lv * rv
                 if rv != 0:
                     yield f"{ls} / {rs}", lv / rv
+
+
+def search_trace(numbers: list[int], target: int) -> tuple[str, str | None]:
+    """(the worked search, its answer or None) for three numbers under Countdown's rule: a procedure
+    simple enough for a small model to learn and carry out, written compactly (`5+8=13`).
+
+    For each pair in order (first and second, first and third, second and third) and each of + * -
+    (the larger number first), one line: the pair's result, then that result combined with the
+    remaining number by + * - (`13+1=14, 13*1=13, 13-1=12`). The search stops at the first value equal
+    to the target. Every + - * target of two or three numbers is found, since
+    `z - (x - y) = (y - x) + z` and `x - (y + z)` is the pair sum subtracted.
+    """
+    if len(numbers) != 3:
+        raise ValueError(f"search_trace takes three numbers, not {len(numbers)}")
+    lines: list[str] = []
+    for i, j, k in ((0, 1, 2), (0, 2, 1), (1, 2, 0)):
+        x, y, z = numbers[i], numbers[j], numbers[k]
+        for op in "+*-":
+            a, b = (max(x, y), min(x, y)) if op == "-" else (x, y)
+            pair = f"{a}{op}{b}"
+            value = a + b if op == "+" else a * b if op == "*" else a - b
+            steps = [f"{pair}={value}"]
+            answer = pair if value == target else None
+            for op2 in "+*-" if answer is None else "":
+                if op2 == "-" and value < z:
+                    step, result, candidate = f"{z}-{value}", z - value, f"{z}-({pair})"
+                else:
+                    result = value + z if op2 == "+" else value * z if op2 == "*" else value - z
+                    step, candidate = f"{value}{op2}{z}", f"({pair}){op2}{z}"
+                steps.append(f"{step}={result}")
+                if result == target:
+                    answer = candidate
+                    break
+            lines.append(", ".join(steps))
+            if answer is not None:
+                return "\n".join(lines), answer
+    return "\n".join(lines), None

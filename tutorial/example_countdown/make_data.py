@@ -13,6 +13,8 @@
   held-out ones, in none of the splits), built by construction: the solver's shortest expression in
   `<answer></answer>`, with the same system prompt the AgentScope agent sends. 96 demonstrations taught
   the format but solved 9% of the held-out puzzles; the extra ones teach the arithmetic.
+- `sft_search.jsonl`: the same puzzles, demonstrated in the agent's `search` style: the search of
+  `countdown.search_trace` written out, then `<answer></answer>` (the SEARCH_PROMPT system prompt).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from countdown import expressions, parse, solve, verify
-from countdown_agent import SYSTEM_PROMPT
+from countdown import expressions, parse, search_trace, solve, verify
+from countdown_agent import SEARCH_PROMPT, SYSTEM_PROMPT
 
 from ajet.jsonl import write_jsonl_files
 
@@ -89,6 +91,18 @@ def demonstration(task: dict[str, Any]) -> dict[str, Any]:
     ]}
 
 
+def search_demonstration(task: dict[str, Any]) -> dict[str, Any]:
+    """The agent's `search`-style prompt, the worked search and its answer."""
+    numbers, target = task["metadata"]["numbers"], task["answer"]
+    trace, answer = search_trace(numbers, target)
+    assert answer is not None and verify(answer, numbers, target, use_all=False)[0], task
+    return {"messages": [
+        {"role": "system", "content": SEARCH_PROMPT},
+        {"role": "user", "content": task["query"]},
+        {"role": "assistant", "content": f"{trace}\n<answer>{answer}</answer>"},
+    ]}
+
+
 def build(out_dir: Path) -> dict[str, int]:
     """Generate every file into `out_dir`; return the row count of each."""
     rng = random.Random(SEED)
@@ -100,6 +114,7 @@ def build(out_dir: Path) -> dict[str, int]:
     # drawn after the held-out puzzles, so those stay as committed
     extra = make_tasks(rng, N_SFT_EXTRA, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks})
     rows["sft"] = [demonstration(t) for t in splits["train"] + extra]
+    rows["sft_search"] = [search_demonstration(t) for t in splits["train"] + extra]
     return write_jsonl_files(out_dir, rows)
 
 
