@@ -4,6 +4,7 @@ agent driven through its ajet adapter against a scripted OpenAI server over real
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 import subprocess
@@ -21,7 +22,7 @@ from ajet.plugins import load_object
 FOLDER = Path(__file__).resolve().parents[2] / "tutorial" / "example_countdown"
 CountdownWorkflow = load_object(f"{FOLDER / 'agent.py'}:CountdownWorkflow")  # puts the folder on sys.path
 import countdown  # noqa: E402
-from countdown_agent import SYSTEM_PROMPT  # noqa: E402
+from countdown_agent import SEARCH_PROMPT, SYSTEM_PROMPT  # noqa: E402
 
 
 def task(numbers: list[int], target: int) -> Task:
@@ -138,11 +139,41 @@ def test_judge_refuses_a_format_reward_outside_0_1():
 # ---------------------------------------------------------------------------- shipped data
 
 
+def test_search_trace_by_hand():
+    # one line per pair result, then that result with the third number; stop at the target
+    assert countdown.search_trace([3, 5, 4], 8) == ("3+5=8", "3+5")
+    assert countdown.search_trace([3, 5, 4], 32) == ("3+5=8, 8+4=12, 8*4=32", "(3+5)*4")
+    trace, answer = countdown.search_trace([5, 8, 1], 32)
+    assert trace.splitlines() == [
+        "5+8=13, 13+1=14, 13*1=13, 13-1=12",
+        "5*8=40, 40+1=41, 40*1=40, 40-1=39",
+        "8-5=3, 3+1=4, 3*1=3, 3-1=2",           # the larger number first
+        "5+1=6, 6+8=14, 6*8=48, 8-6=2",         # a result below the third number is subtracted from it
+        "5*1=5, 5+8=13, 5*8=40, 8-5=3",
+        "5-1=4, 4+8=12, 4*8=32"]
+    assert answer == "(5-1)*8"
+    assert countdown.search_trace([2, 4, 9], 3)[1] == "9-(2+4)"  # z - (x + y): the pair sum subtracted
+    trace, answer = countdown.search_trace([1, 1, 1], 50)
+    assert answer is None and len(trace.splitlines()) == 9  # the whole search, nothing found
+    with pytest.raises(ValueError, match="three numbers"):
+        countdown.search_trace([1, 2], 3)
+
+
+def test_search_trace_finds_every_reachable_target():
+    # every whole target + - * make of two or three of three numbers: the search is complete
+    for numbers in ([1, 2, 3], [2, 9, 4], [7, 7, 10], [10, 1, 6]):
+        targets = {int(v) for size in (2, 3) for picked in itertools.combinations(numbers, size)
+                   for e, v in countdown.expressions(picked) if "/" not in e and v.denominator == 1 and v >= 1}
+        for target in targets:
+            answer = countdown.search_trace(numbers, target)[1]
+            assert countdown.verify(answer, numbers, target, use_all=False) == (True, "solved"), (numbers, target)
+
+
 def test_make_data_reproduces_the_shipped_files(tmp_path):
     run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=FOLDER,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl"]:
+    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl", "sft_search.jsonl"]:
         assert (tmp_path / name).read_bytes() == (FOLDER / name).read_bytes(), name
 
 
@@ -172,6 +203,15 @@ def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
     for (*numbers, target), demo in zip(numbers_target, rows["sft"][96:]):
         answer = demo["messages"][2]["content"].removeprefix("<answer>").removesuffix("</answer>")
         assert countdown.verify(answer, numbers, target, use_all=False) == (True, "solved")
+    search = [json.loads(x) for x in (FOLDER / "sft_search.jsonl").read_text().splitlines()]
+    assert [d["messages"][:2] for d in search] == [
+        [{"role": "system", "content": SEARCH_PROMPT}, d["messages"][1]] for d in rows["sft"]]  # the same puzzles
+    for (*numbers, target), demo in zip([list(map(int, re.findall(r"\d+", d["messages"][1]["content"])))
+                                         for d in search], search):
+        trace, answer = countdown.search_trace(numbers, target)
+        assert demo["messages"][2]["content"] == f"{trace}\n<answer>{answer}</answer>"
+        assert countdown.verify(countdown.extract_answer(demo["messages"][2]["content"]), numbers, target,
+                                use_all=False) == (True, "solved")
 
 
 def test_the_agent_module_is_plain_agentscope():
@@ -201,6 +241,15 @@ async def test_agentscope_agent_calls_the_endpoint_with_the_episode_key(llm):
     sent = [(m["role"], m["content"][0]["text"]) for m in request["messages"]]  # AgentScope sends text parts
     assert sent == [("system", SYSTEM_PROMPT), ("user", "Numbers: [3, 5, 4]. Target: 32.")]
     assert "tools" not in request  # plain text, no tool calls
+
+
+async def test_the_search_style_sends_its_prompt_and_reads_the_last_answer(llm):
+    llm.script = [{"content": "3+5=8, 8+4=12, 8*4=32\n<answer>(3+5)*4</answer>"}]
+    out = await CountdownWorkflow(style="search").execute(task([3, 5, 4], 32), tuner_for(llm))
+    assert out.metadata["expression"] == "(3+5)*4" and out.messages[0] == {"role": "system", "content": SEARCH_PROMPT}
+    assert llm.requests[0]["messages"][0]["content"][0]["text"] == SEARCH_PROMPT
+    with pytest.raises(ValueError, match="style 'essay'"):
+        await CountdownWorkflow(style="essay").execute(task([3, 5, 4], 32), tuner_for(llm))
 
 
 async def test_a_refused_call_ends_the_episode_without_an_answer(llm):
