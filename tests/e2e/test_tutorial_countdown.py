@@ -32,7 +32,7 @@ def test_countdown_trains_the_agentscope_agent_on_the_tiny_model(tmp_path: Path)
 
 def test_streaming_the_sft_prompt_and_bad_agents_on_the_gateway(tmp_path: Path, tiny_tokenizer) -> None:
     # By file path: every tutorial has a make_data.py, and another test may have imported its own first.
-    demonstration = load_object(f"{FOLDER / 'make_data.py'}:demonstration")
+    demonstration = load_object(f"{FOLDER / 'make_data.py'}:search_demonstration")  # the YAML's style
 
     from ajet.render import ChatRenderer
 
