@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from fractions import Fraction
 MAX_EXPRESSION_CHARS = 120
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_SEARCH_OPS = {"+": operator.add, "*": operator.mul, "-": operator.sub}  # search_trace's order
 
 
 class InvalidExpression(ValueError):
@@ -139,18 +141,16 @@ def search_trace(numbers: list[int], target: int) -> tuple[str, str | None]:
     lines: list[str] = []
     for i, j, k in ((0, 1, 2), (0, 2, 1), (1, 2, 0)):
         x, y, z = numbers[i], numbers[j], numbers[k]
-        for op in "+*-":
+        for op, apply in _SEARCH_OPS.items():
             a, b = (max(x, y), min(x, y)) if op == "-" else (x, y)
-            pair = f"{a}{op}{b}"
-            value = a + b if op == "+" else a * b if op == "*" else a - b
+            pair, value = f"{a}{op}{b}", apply(a, b)
             steps = [f"{pair}={value}"]
             answer = pair if value == target else None
-            for op2 in "+*-" if answer is None else "":
+            for op2, apply2 in _SEARCH_OPS.items() if answer is None else ():
                 if op2 == "-" and value < z:
                     step, result, candidate = f"{z}-{value}", z - value, f"{z}-({pair})"
                 else:
-                    result = value + z if op2 == "+" else value * z if op2 == "*" else value - z
-                    step, candidate = f"{value}{op2}{z}", f"({pair}){op2}{z}"
+                    step, result, candidate = f"{value}{op2}{z}", apply2(value, z), f"({pair}){op2}{z}"
                 steps.append(f"{step}={result}")
                 if result == target:
                     answer = candidate

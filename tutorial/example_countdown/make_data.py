@@ -82,13 +82,15 @@ def make_tasks(rng: random.Random, n: int, exclude: set[PuzzleKey] | None = None
     return tasks
 
 
+def conversation(system: str, query: str, reply: str) -> dict[str, Any]:
+    """One demonstration: the agent's system prompt, the puzzle, and its reply."""
+    return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": query},
+                         {"role": "assistant", "content": reply}]}
+
+
 def demonstration(task: dict[str, Any]) -> dict[str, Any]:
     """The agent's prompt and the solver's answer, as the agent would send and receive them."""
-    return {"messages": [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": task["query"]},
-        {"role": "assistant", "content": f"<answer>{task['metadata']['solution']}</answer>"},
-    ]}
+    return conversation(SYSTEM_PROMPT, task["query"], f"<answer>{task['metadata']['solution']}</answer>")
 
 
 def search_demonstration(task: dict[str, Any]) -> dict[str, Any]:
@@ -96,11 +98,7 @@ def search_demonstration(task: dict[str, Any]) -> dict[str, Any]:
     numbers, target = task["metadata"]["numbers"], task["answer"]
     trace, answer = search_trace(numbers, target)
     assert answer is not None and verify(answer, numbers, target, use_all=False)[0], task
-    return {"messages": [
-        {"role": "system", "content": SEARCH_PROMPT},
-        {"role": "user", "content": task["query"]},
-        {"role": "assistant", "content": f"{trace}\n<answer>{answer}</answer>"},
-    ]}
+    return conversation(SEARCH_PROMPT, task["query"], f"{trace}\n<answer>{answer}</answer>")
 
 
 def build(out_dir: Path) -> dict[str, int]:
