@@ -121,7 +121,7 @@ def _convert_gguf(name: str, out: Path) -> None:
     # one copy of the weights in memory, not two (7 GB for the 1.5B model in float32).
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    config.torch_dtype = "float32"
+    config.dtype = "float32"  # transformers 5 names it dtype (torch_dtype is deprecated)
     with torch.device("meta"):
         fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False, assign=True)
