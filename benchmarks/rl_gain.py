@@ -23,7 +23,9 @@ Tasks (`--list`): TASKS below, each a folder whose benchmark.json has `conf`, `m
 
 To add a task (an MCP-zoo server, ...), give its folder such a benchmark.json and a line in TASKS, or
 pass `--task path/to/folder`. `--work DIR` reuses a work folder: finished phases (a trained run, a
-merged model, an eval.json) are not run again, so an interrupted task resumes where it stopped.
+merged model, an eval.json) are not run again, so an interrupted task resumes where it stopped. Each run
+records its command (`<phase>.command.json`); a reused phase is named, with the arguments its recorded
+command lacked (-) or added (+), on stderr and under `reused` in the result row.
 
 Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
 Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
@@ -79,8 +81,10 @@ def task_spec(name: str) -> tuple[str, Path, dict[str, Any]]:
 
 
 def _run(command: list[str], log: Path) -> None:
-    """One CLI run, its output in `log`; a failure stops the task with the log's tail."""
+    """One CLI run, its output in `log` and its command in `<log>.command.json` (what a later --work reuse
+    compares); a failure stops the task with the log's tail."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    log.with_suffix(".command.json").write_text(json.dumps(command))
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode:
@@ -88,9 +92,33 @@ def _run(command: list[str], log: Path) -> None:
         sys.exit(f"{' '.join(command)} failed (exit {done.returncode}); {log}:\n{tail}")
 
 
+REUSED: dict[str, list[str]] = {}  # phase folder name -> what its recorded command lacked or added (kept in the row)
+
+
+def _reuse(out: Path, command: list[str]) -> None:
+    """A finished phase of a --work folder is reused, not run again: say so, and say which arguments of its
+    recorded command differ from this run's (a checkpoint copied in from another variant is a choice, a
+    stale one from other settings is a mistake; either way the result row names it)."""
+    recorded = out.with_suffix(".command.json")
+    if not recorded.is_file():
+        differs = ["its command was not recorded"]
+    else:
+        before = json.loads(recorded.read_text())
+        # a folder copied in from another work folder names that folder in its paths: compare with it as this one
+        ran_in = next((Path(a.split("=", 1)[1]).parent for a in before if a.startswith("output_dir=")), None)
+        if ran_in is not None and ran_in != out.parent:
+            before = [a.replace(str(ran_in), str(out.parent)) for a in before]
+        differs = [f"-{a}" for a in before if a not in command] + [f"+{a}" for a in command if a not in before]
+    REUSED[out.name] = differs
+    print(f"rl_gain: reusing {out}" + (f" (differs: {' '.join(differs)})" if differs else ""), file=sys.stderr)
+
+
 def _train(conf: Path, out: Path, overrides: list[str]) -> None:
-    if not (out / "checkpoints").is_dir():
-        _run(["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out}", *overrides], out.with_suffix(".log"))
+    command = ["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out}", *overrides]
+    if (out / "checkpoints").is_dir():
+        _reuse(out, command)
+    else:
+        _run(command, out.with_suffix(".log"))
 
 
 def _merged(run: Path, out: Path) -> Path:
@@ -101,10 +129,12 @@ def _merged(run: Path, out: Path) -> Path:
 
 def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None) -> list[dict[str, Any]]:
     """The held-out episodes of one model (None: the YAML's own model)."""
-    if not (out / "eval.json").is_file():
-        command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
-        if model is not None:
-            command[2:2] = ["--model", str(model)]
+    command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
+    if model is not None:
+        command[2:2] = ["--model", str(model)]
+    if (out / "eval.json").is_file():
+        _reuse(out, command)
+    else:
         _run(command, out.with_suffix(".log"))
     return read_rows(out / "eval_episodes.jsonl")
 
@@ -145,6 +175,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
     started, commit = time.time(), _commit()  # the code the runs start with
+    REUSED.clear()
     phases: dict[str, float] = {}
 
     def timed(phase: str, fn, *args):
@@ -187,6 +218,8 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         "minutes": round((time.time() - started) / 60, 1), "phase_minutes": {k: round(v, 1) for k, v in phases.items()},
         "work": str(work), "note": note, "set": extra,
     }
+    if REUSED:
+        row["reused"] = dict(REUSED)
     if with_base:
         row["base"] = round(_mean(main["base"].values()), 4)
     return row

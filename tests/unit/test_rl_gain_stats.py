@@ -108,3 +108,23 @@ def test_compare_arms_pairs_two_rl_arms_task_by_task_from_one_sft_checkpoint(tmp
     one_seed = _arm(tmp_path / "d" / "w", b"weights", [[True] * 4])
     with pytest.raises(SystemExit, match="1 evaluated RL seeds"):
         rl_gain.compare_arms("t", folder, spec, a, one_seed)
+
+
+def test_a_reused_phase_names_what_its_recorded_command_lacked_or_added(tmp_path, capsys):
+    import rl_gain
+
+    # an SFT run of work folder `first`, copied into `second` and reused there with one more override
+    first, second = tmp_path / "first", tmp_path / "second"
+    ran = ["ajet", "--conf", "c.yaml", "--backbone=debug", f"output_dir={first / 'sft'}", "algorithm=sft", "sft.epochs=1"]
+    second.mkdir()
+    (second / "sft.command.json").write_text(json.dumps(ran))
+    (second / "sft" / "checkpoints").mkdir(parents=True)
+    rl_gain.REUSED.clear()
+    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1", "rollout.group_size=8"])
+    assert rl_gain.REUSED == {"sft": ["+rollout.group_size=8"]}
+    assert f"reusing {second / 'sft'} (differs: +rollout.group_size=8)" in capsys.readouterr().err
+    # the same command: reused without a difference; a folder with no recorded command says so
+    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1"])
+    (second / "rl-seed1" / "checkpoints").mkdir(parents=True)
+    rl_gain._train(Path("c.yaml"), second / "rl-seed1", ["algorithm=grpo"])
+    assert rl_gain.REUSED == {"sft": [], "rl-seed1": ["its command was not recorded"]}
