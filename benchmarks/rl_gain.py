@@ -92,13 +92,11 @@ def _run(command: list[str], log: Path) -> None:
         sys.exit(f"{' '.join(command)} failed (exit {done.returncode}); {log}:\n{tail}")
 
 
-REUSED: dict[str, list[str]] = {}  # phase folder name -> what its recorded command lacked or added (kept in the row)
-
-
-def _reuse(out: Path, command: list[str]) -> None:
+def _reuse(out: Path, command: list[str], reused: dict[str, list[str]]) -> None:
     """A finished phase of a --work folder is reused, not run again: say so, and say which arguments of its
     recorded command differ from this run's (a checkpoint copied in from another variant is a choice, a
-    stale one from other settings is a mistake; either way the result row names it)."""
+    stale one from other settings is a mistake; either way the result row names it): `reused` gets the
+    phase's folder name -> those arguments."""
     recorded = out.with_suffix(".command.json")
     if not recorded.is_file():
         differs = ["its command was not recorded"]
@@ -109,14 +107,14 @@ def _reuse(out: Path, command: list[str]) -> None:
         if ran_in is not None and ran_in != out.parent:
             before = [a.replace(str(ran_in), str(out.parent)) for a in before]
         differs = [f"-{a}" for a in before if a not in command] + [f"+{a}" for a in command if a not in before]
-    REUSED[out.name] = differs
+    reused[out.name] = differs
     print(f"rl_gain: reusing {out}" + (f" (differs: {' '.join(differs)})" if differs else ""), file=sys.stderr)
 
 
-def _train(conf: Path, out: Path, overrides: list[str]) -> None:
+def _train(conf: Path, out: Path, overrides: list[str], reused: dict[str, list[str]]) -> None:
     command = ["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out}", *overrides]
     if (out / "checkpoints").is_dir():
-        _reuse(out, command)
+        _reuse(out, command, reused)
     else:
         _run(command, out.with_suffix(".log"))
 
@@ -127,13 +125,14 @@ def _merged(run: Path, out: Path) -> Path:
     return out
 
 
-def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None) -> list[dict[str, Any]]:
+def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None,
+          reused: dict[str, list[str]]) -> list[dict[str, Any]]:
     """The held-out episodes of one model (None: the YAML's own model)."""
     command = ["ajet", "eval", "--conf", str(conf), f"output_dir={out}", *overrides]
     if model is not None:
         command[2:2] = ["--model", str(model)]
     if (out / "eval.json").is_file():
-        _reuse(out, command)
+        _reuse(out, command, reused)
     else:
         _run(command, out.with_suffix(".log"))
     return read_rows(out / "eval_episodes.jsonl")
@@ -175,7 +174,6 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
     started, commit = time.time(), _commit()  # the code the runs start with
-    REUSED.clear()
     phases: dict[str, float] = {}
 
     def timed(phase: str, fn, *args):
@@ -185,19 +183,20 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         return out
 
     arms: dict[str, list[dict[str, Any]]] = {}
+    reused: dict[str, list[str]] = {}  # phases taken from --work, with how their commands differ (kept in the row)
     sft_overrides = [*pick("sft"), "algorithm=sft", "trainer.seed=0"]
     rl_overrides = ["algorithm=grpo", *pick("rl")]  # grpo unless the task's rl overrides name another algorithm
     if with_base:
-        arms["base"] = timed("eval", _eval, conf, work / "eval-base", evals, None)
-    timed("sft", _train, conf, work / "sft", sft_overrides)
+        arms["base"] = timed("eval", _eval, conf, work / "eval-base", evals, None, reused)
+    timed("sft", _train, conf, work / "sft", sft_overrides, reused)
     sft_model = timed("export", _merged, work / "sft", work / "sft-model")
-    arms["sft"] = timed("eval", _eval, conf, work / "eval-sft", evals, sft_model)
+    arms["sft"] = timed("eval", _eval, conf, work / "eval-sft", evals, sft_model, reused)
     for seed in seeds:
         run = work / f"rl-seed{seed}"
         # the start and the seeds are this script's, whatever --set says
         timed("rl", _train, conf, run, [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}",
-                                        f"engine.seed={seed}"])
-        arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run)
+                                        f"engine.seed={seed}"], reused)
+        arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run, reused)
 
     heldout_rows = read_rows(heldout)
     clusters = heldout_clusters(heldout_rows)
@@ -218,8 +217,8 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         "minutes": round((time.time() - started) / 60, 1), "phase_minutes": {k: round(v, 1) for k, v in phases.items()},
         "work": str(work), "note": note, "set": extra,
     }
-    if REUSED:
-        row["reused"] = dict(REUSED)
+    if reused:
+        row["reused"] = reused
     if with_base:
         row["base"] = round(_mean(main["base"].values()), 4)
     return row

@@ -119,12 +119,12 @@ def test_a_reused_phase_names_what_its_recorded_command_lacked_or_added(tmp_path
     second.mkdir()
     (second / "sft.command.json").write_text(json.dumps(ran))
     (second / "sft" / "checkpoints").mkdir(parents=True)
-    rl_gain.REUSED.clear()
-    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1", "rollout.group_size=8"])
-    assert rl_gain.REUSED == {"sft": ["+rollout.group_size=8"]}
+    reused: dict[str, list[str]] = {}
+    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1", "rollout.group_size=8"], reused)
+    assert reused == {"sft": ["+rollout.group_size=8"]}
     assert f"reusing {second / 'sft'} (differs: +rollout.group_size=8)" in capsys.readouterr().err
     # the same command: reused without a difference; a folder with no recorded command says so
-    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1"])
+    rl_gain._train(Path("c.yaml"), second / "sft", ["algorithm=sft", "sft.epochs=1"], reused)
     (second / "rl-seed1" / "checkpoints").mkdir(parents=True)
-    rl_gain._train(Path("c.yaml"), second / "rl-seed1", ["algorithm=grpo"])
-    assert rl_gain.REUSED == {"sft": [], "rl-seed1": ["its command was not recorded"]}
+    rl_gain._train(Path("c.yaml"), second / "rl-seed1", ["algorithm=grpo"], reused)
+    assert reused == {"sft": [], "rl-seed1": ["its command was not recorded"]}
