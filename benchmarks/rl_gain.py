@@ -25,7 +25,10 @@ To add a task (an MCP-zoo server, ...), give its folder such a benchmark.json an
 pass `--task path/to/folder`. `--work DIR` reuses a work folder: finished phases (a trained run, a
 merged model, an eval.json) are not run again, so an interrupted task resumes where it stopped. Each run
 records its command (`<phase>.command.json`); a reused phase is named, with the arguments its recorded
-command lacked (-) or added (+), on stderr and under `reused` in the result row.
+command lacked (-) or added (+), on stderr and under `reused` in the result row. A finished RL run asked
+for more steps (`--set trainer.steps=24` over a 16-step work folder, nothing else changed) is extended
+with `ajet --resume` instead of trained again; its eval is redone and the shorter run's kept beside it
+(`eval-rl-seed1-step16`).
 
 Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
 Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
@@ -80,43 +83,68 @@ def task_spec(name: str) -> tuple[str, Path, dict[str, Any]]:
     return (name if name in TASKS else folder.name), folder, spec
 
 
-def _run(command: list[str], log: Path) -> None:
-    """One CLI run, its output in `log` and its command in `<log>.command.json` (what a later --work reuse
-    compares); a failure stops the task with the log's tail."""
+def _run(command: list[str], log: Path, append: bool = False) -> None:
+    """One CLI run, its output in `log` (after what it holds, with `append`) and its command in
+    `<log>.command.json` (what a later --work reuse compares); a failure stops the task with the log's tail."""
     log.parent.mkdir(parents=True, exist_ok=True)
     log.with_suffix(".command.json").write_text(json.dumps(command))
-    with log.open("w") as out:
+    with log.open("a" if append else "w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         sys.exit(f"{' '.join(command)} failed (exit {done.returncode}); {log}:\n{tail}")
 
 
-def _reuse(out: Path, command: list[str], reused: dict[str, list[str]]) -> None:
-    """A finished phase of a --work folder is reused, not run again: say so, and say which arguments of its
-    recorded command differ from this run's (a checkpoint copied in from another variant is a choice, a
-    stale one from other settings is a mistake; either way the result row names it): `reused` gets the
-    phase's folder name -> those arguments."""
+def _differs(out: Path, command: list[str]) -> list[str]:
+    """The arguments the recorded command of a finished phase lacked (-) or added (+) against `command`."""
     recorded = out.with_suffix(".command.json")
     if not recorded.is_file():
-        differs = ["its command was not recorded"]
-    else:
-        before = json.loads(recorded.read_text())
-        # a folder copied in from another work folder names that folder in its paths: compare with it as this one
-        ran_in = next((Path(a.split("=", 1)[1]).parent for a in before if a.startswith("output_dir=")), None)
-        if ran_in is not None and ran_in != out.parent:
-            before = [a.replace(str(ran_in), str(out.parent)) for a in before]
-        differs = [f"-{a}" for a in before if a not in command] + [f"+{a}" for a in command if a not in before]
+        return ["its command was not recorded"]
+    before = [a for a in json.loads(recorded.read_text()) if a != "--resume"]
+    # a folder copied in from another work folder names that folder in its paths: compare with it as this one
+    ran_in = next((Path(a.split("=", 1)[1]).parent for a in before if a.startswith("output_dir=")), None)
+    if ran_in is not None and ran_in != out.parent:
+        before = [a.replace(str(ran_in), str(out.parent)) for a in before]
+    return [f"-{a}" for a in before if a not in command] + [f"+{a}" for a in command if a not in before]
+
+
+def _reuse(out: Path, differs: list[str], reused: dict[str, list[str]]) -> None:
+    """A finished phase of a --work folder is reused, not run again: say so, with the arguments its recorded
+    command differs by (a checkpoint copied in from another variant is a choice, a stale one from other
+    settings is a mistake; either way the result row names it): `reused` gets folder name -> `differs`."""
     reused[out.name] = differs
     print(f"rl_gain: reusing {out}" + (f" (differs: {' '.join(differs)})" if differs else ""), file=sys.stderr)
 
 
-def _train(conf: Path, out: Path, overrides: list[str], reused: dict[str, list[str]]) -> None:
+def _steps(arguments: list[str]) -> int | None:
+    """The last `trainer.steps=N` among command arguments (or `-`/`+`-marked differences), else None."""
+    steps = [a.split("=", 1)[1] for a in arguments if a.lstrip("+-").startswith("trainer.steps=")]
+    return int(steps[-1]) if steps else None
+
+
+def _train(conf: Path, out: Path, overrides: list[str], reused: dict[str, list[str]],
+           extend: bool = False) -> int | None:
+    """Train into `out`, or reuse it when it is finished. With `extend` (RL runs, whose length is
+    `trainer.steps`), a finished run whose command differs only by a larger `trainer.steps` is extended
+    (`ajet --resume`: its data order, optimizer and seeds go on) rather than trained again from the start;
+    returns the step it was extended from, else None."""
     command = ["ajet", "--conf", str(conf), "--backbone=debug", f"output_dir={out}", *overrides]
-    if (out / "checkpoints").is_dir():
-        _reuse(out, command, reused)
-    else:
+    if not (out / "checkpoints").is_dir():
         _run(command, out.with_suffix(".log"))
+        return None
+    from ajet.trainer.checkpoint import list_checkpoints  # torch: not for --summary
+
+    differs = _differs(out, command)
+    saved, asked = list_checkpoints(out), _steps(command)
+    done = saved[-1][0] if saved else None
+    if (extend and differs and done is not None and asked is not None and asked > done
+            and all(a.lstrip("+-").startswith("trainer.steps=") for a in differs)):
+        print(f"rl_gain: extending {out} from step {done} to {asked}", file=sys.stderr)
+        _run([*command[:3], "--resume", *command[3:]], out.with_suffix(".log"), append=True)
+        reused[out.name] = [f"extended from step {done}", *differs]
+        return done
+    _reuse(out, differs, reused)
+    return None
 
 
 def _merged(run: Path, out: Path) -> Path:
@@ -132,7 +160,7 @@ def _eval(conf: Path, out: Path, overrides: list[str], model: Path | None,
     if model is not None:
         command[2:2] = ["--model", str(model)]
     if (out / "eval.json").is_file():
-        _reuse(out, command, reused)
+        _reuse(out, _differs(out, command), reused)
     else:
         _run(command, out.with_suffix(".log"))
     return read_rows(out / "eval_episodes.jsonl")
@@ -194,8 +222,12 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     for seed in seeds:
         run = work / f"rl-seed{seed}"
         # the start and the seeds are this script's, whatever --set says
-        timed("rl", _train, conf, run, [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}",
-                                        f"engine.seed={seed}"], reused)
+        rl_run = [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}", f"engine.seed={seed}"]
+        extended_from = timed("rl", _train, conf, run, rl_run, reused, True)
+        if extended_from is not None:  # the eval of the shorter run is kept beside, under its step
+            for name in (f"eval-rl-seed{seed}", f"eval-rl-seed{seed}.log", f"eval-rl-seed{seed}.command.json"):
+                if (work / name).exists():
+                    (work / name).rename(work / name.replace(f"seed{seed}", f"seed{seed}-step{extended_from}", 1))
         arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run, reused)
 
     heldout_rows = read_rows(heldout)

@@ -1,6 +1,7 @@
 """benchmarks/rl_gain.py end to end in --quick mode on the tiny model: every phase runs as a subprocess of
 the CLI, the row lands in the results file, the summary's last line is there, and a second call with the
-same --work reuses every finished phase."""
+same --work reuses every finished phase; a third asking for one more RL step extends each RL run (ajet
+--resume) and evaluates it again, the 1-step evals kept beside."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def test_rl_gain_quick_on_the_tiny_model(tmp_path: Path) -> None:
     again = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert again.returncode == 0 and len(out.read_text().splitlines()) == 2
     assert json.loads(out.read_text().splitlines()[1])["phase_minutes"]["rl"] < 0.1  # nothing trained again
+    longer = subprocess.run([*command, "--set", "trainer.steps=2"], capture_output=True, text=True, timeout=900,
+                            cwd=ROOT)
+    assert longer.returncode == 0, longer.stdout[-3000:] + longer.stderr[-3000:]
+    row = json.loads(out.read_text().splitlines()[2])
+    assert row["reused"]["rl-seed1"] == ["extended from step 1", "+trainer.steps=2"]
+    assert "resumed from" in (work / "rl-seed1.log").read_text()
+    for seed in (1, 2):
+        assert (work / f"rl-seed{seed}" / "checkpoints" / "step-000002").is_dir()
+        assert (work / f"eval-rl-seed{seed}-step1" / "eval.json").is_file()
+        assert (work / f"eval-rl-seed{seed}" / "eval.json").is_file()

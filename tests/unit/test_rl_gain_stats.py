@@ -128,3 +128,41 @@ def test_a_reused_phase_names_what_its_recorded_command_lacked_or_added(tmp_path
     (second / "rl-seed1" / "checkpoints").mkdir(parents=True)
     rl_gain._train(Path("c.yaml"), second / "rl-seed1", ["algorithm=grpo"], reused)
     assert reused == {"sft": [], "rl-seed1": ["its command was not recorded"]}
+
+
+def _finished_run(work: Path, name: str, step: int, command: list[str]) -> Path:
+    """A run folder whose only checkpoint is a complete `step` (an empty manifest) and its recorded command."""
+    run = work / name
+    (run / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+    (run / "checkpoints" / f"step-{step:06d}" / "COMPLETE").write_text(json.dumps({"files": {}}))
+    (work / f"{name}.command.json").write_text(json.dumps(command))
+    return run
+
+
+def test_a_finished_rl_run_asked_for_more_steps_is_resumed_and_nothing_else_is(tmp_path, monkeypatch, capsys):
+    import rl_gain
+
+    ran: list[tuple[list[str], bool]] = []
+    monkeypatch.setattr(rl_gain, "_run", lambda command, log, append=False: ran.append((command, append)))
+    conf, grpo = Path("c.yaml"), ["algorithm=grpo", "trainer.steps=16", "trainer.seed=1"]
+    run = _finished_run(tmp_path, "rl-seed1", 16, ["ajet", "--conf", "c.yaml", "--backbone=debug",
+                                                  f"output_dir={tmp_path / 'rl-seed1'}", *grpo])
+    reused: dict[str, list[str]] = {}
+    # the task's trainer.steps=16, then --set trainer.steps=24 after it: the last one counts
+    assert rl_gain._train(conf, run, [*grpo, "trainer.steps=24"], reused, True) == 16
+    (command, append), = ran
+    assert command[:4] == ["ajet", "--conf", "c.yaml", "--resume"] and command[-1] == "trainer.steps=24" and append
+    assert reused == {"rl-seed1": ["extended from step 16", "+trainer.steps=24"]}
+    assert f"extending {run} from step 16 to 24" in capsys.readouterr().err
+    # the resumed command is recorded with --resume; the same ask again reuses the run (its step is still 16
+    # here, so a run that really reached 24 is not extended twice: only a larger step count extends)
+    (tmp_path / "rl-seed1.command.json").write_text(json.dumps(command))
+    _finished_run(tmp_path, "rl-seed1", 24, command)
+    ran.clear()
+    assert rl_gain._train(conf, run, [*grpo, "trainer.steps=24"], reused, True) is None and not ran
+    assert reused["rl-seed1"] == []
+    # fewer steps, another setting beside the steps, or an SFT run (extend=False): reused, never resumed
+    assert rl_gain._train(conf, run, [*grpo, "trainer.steps=8"], reused, True) is None
+    assert rl_gain._train(conf, run, [*grpo, "trainer.steps=32", "trainer.lr=1e-5"], reused, True) is None
+    assert reused["rl-seed1"] == ["-trainer.steps=24", "+trainer.steps=32", "+trainer.lr=1e-5"]
+    assert rl_gain._train(conf, run, [*grpo, "trainer.steps=32"], reused, False) is None and not ran
