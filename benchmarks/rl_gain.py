@@ -225,9 +225,9 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
         rl_run = [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}", f"engine.seed={seed}"]
         extended_from = timed("rl", _train, conf, run, rl_run, reused, True)
         if extended_from is not None:  # the eval of the shorter run is kept beside, under its step
-            for name in (f"eval-rl-seed{seed}", f"eval-rl-seed{seed}.log", f"eval-rl-seed{seed}.command.json"):
-                if (work / name).exists():
-                    (work / name).rename(work / name.replace(f"seed{seed}", f"seed{seed}-step{extended_from}", 1))
+            for kept in (f"eval-rl-seed{seed}", f"eval-rl-seed{seed}.log", f"eval-rl-seed{seed}.command.json"):
+                if (work / kept).exists():
+                    (work / kept).rename(work / kept.replace(f"seed{seed}", f"seed{seed}-step{extended_from}", 1))
         arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run, reused)
 
     heldout_rows = read_rows(heldout)

@@ -39,7 +39,7 @@ def test_rl_gain_quick_on_the_tiny_model(tmp_path: Path) -> None:
                             cwd=ROOT)
     assert longer.returncode == 0, longer.stdout[-3000:] + longer.stderr[-3000:]
     row = json.loads(out.read_text().splitlines()[2])
-    assert row["reused"]["rl-seed1"] == ["extended from step 1", "+trainer.steps=2"]
+    assert row["task"] == "countdown" and row["reused"]["rl-seed1"] == ["extended from step 1", "+trainer.steps=2"]
     assert "resumed from" in (work / "rl-seed1.log").read_text()
     for seed in (1, 2):
         assert (work / f"rl-seed{seed}" / "checkpoints" / "step-000002").is_dir()
