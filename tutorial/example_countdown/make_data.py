@@ -15,6 +15,9 @@
   the format but solved 9% of the held-out puzzles; the extra ones teach the arithmetic.
 - `sft_search.jsonl`: the same puzzles, demonstrated in the agent's `search` style: the search of
   `countdown.search_trace` written out, then `<answer></answer>` (the SEARCH_PROMPT system prompt).
+- `heldout2.jsonl` (128 more, in none of the above; drawn last, 2026-11-30, after ten RL arms had been
+  scored on `heldout.jsonl`): a second held-out set that confirms an arm chosen on the first
+  (`benchmarks/rl_gain.py --heldout`).
 """
 
 from __future__ import annotations
@@ -113,6 +116,10 @@ def build(out_dir: Path) -> dict[str, int]:
     extra = make_tasks(rng, N_SFT_EXTRA, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks})
     rows["sft"] = [demonstration(t) for t in splits["train"] + extra]
     rows["sft_search"] = [search_demonstration(t) for t in splits["train"] + extra]
+    # drawn last, so every file above stays as committed: a second held-out set, for confirming an arm
+    # chosen after several were scored on heldout.jsonl
+    fresh = make_tasks(rng, N_HELDOUT, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks + extra})
+    rows["heldout2"] = [{"task_id": f"countdown-heldout2-{i:03d}", **t} for i, t in enumerate(fresh)]
     return write_jsonl_files(out_dir, rows)
 
 
