@@ -28,7 +28,8 @@ records its command (`<phase>.command.json`); a reused phase is named, with the 
 command lacked (-) or added (+), on stderr and under `reused` in the result row. A finished RL run asked
 for more steps (`--set trainer.steps=24` over a 16-step work folder, nothing else changed) is extended
 with `ajet --resume` instead of trained again; its eval is redone and the shorter run's kept beside it
-(`eval-rl-seed1-step16`).
+(`eval-rl-seed1-step16`). `--heldout FILE` scores the same runs on another held-out file of the task's folder
+(a fresh set, to confirm an arm chosen on the first).
 
 Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
 Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
@@ -41,6 +42,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -147,6 +149,15 @@ def _train(conf: Path, out: Path, overrides: list[str], reused: dict[str, list[s
     return None
 
 
+def _keep_evals_of_step(work: Path, seed: int, step: int) -> None:
+    """A run just extended past `step`: its evals (on any held-out file, with their logs) are of the shorter
+    run; keep them beside, under that step (`eval-rl-seed1-step16`), so the longer run is evaluated afresh."""
+    own = re.compile(rf"eval-rl-seed{seed}(?!\d)(?!-step\d)")
+    for path in sorted(work.iterdir()):
+        if own.match(path.name):
+            path.rename(work / path.name.replace(f"seed{seed}", f"seed{seed}-step{step}", 1))
+
+
 def _merged(run: Path, out: Path) -> Path:
     if not (out / "config.json").is_file():
         _run(["ajet", "export", "--checkpoint", str(run), "--out", str(out), "--merge"], out.with_suffix(".log"))
@@ -193,11 +204,16 @@ def _commit() -> str:
 
 
 def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int], work: Path, *, quick: bool,
-                 with_base: bool, extra: list[str], note: str = "") -> dict[str, Any]:
-    """SFT, RL per seed, the evals, and the paired gain of one task: the row rl_gain.jsonl gets."""
+                 with_base: bool, extra: list[str], note: str = "", heldout_file: str | None = None) -> dict[str, Any]:
+    """SFT, RL per seed, the evals, and the paired gain of one task: the row rl_gain.jsonl gets. With
+    `heldout_file` (a file of the task's folder) the models are scored on it instead of benchmark.json's
+    held-out set, into eval folders named after it (`eval-sft-heldout2`), the trained runs reused."""
     conf = folder / spec["conf"]
     section = spec["rl_gain"]
-    heldout = folder / section["heldout"]
+    heldout = folder / (heldout_file or section["heldout"])
+    if not heldout.is_file():
+        sys.exit(f"rl_gain: no held-out file {heldout}")
+    tag = f"-{heldout.stem}" if heldout_file else ""
     pick = lambda part: [*section.get(part, []), *(QUICK[part] if quick else []), *extra]  # noqa: E731
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
@@ -215,20 +231,18 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     sft_overrides = [*pick("sft"), "algorithm=sft", "trainer.seed=0"]
     rl_overrides = ["algorithm=grpo", *pick("rl")]  # grpo unless the task's rl overrides name another algorithm
     if with_base:
-        arms["base"] = timed("eval", _eval, conf, work / "eval-base", evals, None, reused)
+        arms["base"] = timed("eval", _eval, conf, work / f"eval-base{tag}", evals, None, reused)
     timed("sft", _train, conf, work / "sft", sft_overrides, reused)
     sft_model = timed("export", _merged, work / "sft", work / "sft-model")
-    arms["sft"] = timed("eval", _eval, conf, work / "eval-sft", evals, sft_model, reused)
+    arms["sft"] = timed("eval", _eval, conf, work / f"eval-sft{tag}", evals, sft_model, reused)
     for seed in seeds:
         run = work / f"rl-seed{seed}"
         # the start and the seeds are this script's, whatever --set says
         rl_run = [*rl_overrides, f"model.path={sft_model}", f"trainer.seed={seed}", f"engine.seed={seed}"]
         extended_from = timed("rl", _train, conf, run, rl_run, reused, True)
-        if extended_from is not None:  # the eval of the shorter run is kept beside, under its step
-            for kept in (f"eval-rl-seed{seed}", f"eval-rl-seed{seed}.log", f"eval-rl-seed{seed}.command.json"):
-                if (work / kept).exists():
-                    (work / kept).rename(work / kept.replace(f"seed{seed}", f"seed{seed}-step{extended_from}", 1))
-        arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}", evals, run, reused)
+        if extended_from is not None:
+            _keep_evals_of_step(work, seed, extended_from)
+        arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}{tag}", evals, run, reused)
 
     heldout_rows = read_rows(heldout)
     clusters = heldout_clusters(heldout_rows)
@@ -251,6 +265,8 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     }
     if reused:
         row["reused"] = reused
+    if heldout_file:
+        row["heldout_file"] = heldout_file
     if with_base:
         row["base"] = round(_mean(main["base"].values()), 4)
     return row
@@ -308,8 +324,9 @@ def summary(path: Path) -> tuple[float, int, int]:
     below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
     rows = read_rows(path)
     latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
-    for row in rows:
-        latest[(row["task"], tuple(row.get("set", [])))] = row
+    for row in rows:  # a variant: its --set overrides, and a held-out file other than benchmark.json's
+        variant = [f"--set {a}" for a in row.get("set", [])]
+        latest[(row["task"], tuple(variant + ([f"--heldout {row['heldout_file']}"] if row.get("heldout_file") else [])))] = row
     print(f"{'task':14} {'measure':34} {'n':>4} {'sft':>6} {'sft+rl':>13} {'gain (points) [95% CI]':>26} "
           f"{'seeds':>5} {'min':>5}  commit / cpu")
     for (task, variant), row in sorted(latest.items(), key=lambda item: (item[0][0], len(item[0][1]), item[0][1])):
@@ -319,7 +336,7 @@ def summary(path: Path) -> tuple[float, int, int]:
               f"{interval:>26} {len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
               + ("" if row["significant"] else "  (interval reaches 0)"))
         if variant:
-            print(f"{'':14}   variant (not counted below): --set {' --set '.join(variant)}")
+            print(f"{'':14}   variant (not counted below): {' '.join(variant)}")
         if row.get("note"):
             print(f"{'':14}   note: {row['note']}")
         for key, arms in row.get("also", {}).items():
@@ -339,6 +356,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="an override for every run (repeatable), e.g. --set model.path=tiny-random")
     parser.add_argument("--work", type=Path, help="work folder (default: runs/rl_gain/TASK/TIME); reused if it exists")
     parser.add_argument("--out", type=Path, help="results file (default: benchmarks/results/rl_gain.jsonl)")
+    parser.add_argument("--heldout", metavar="FILE",
+                        help="score on this file of the task's folder instead of benchmark.json's held-out set "
+                             "(a fresh set that confirms an arm chosen on the first); trained runs are reused")
     parser.add_argument("--note", default="", help="kept with the result, e.g. 'machine shared, load ~10'")
     parser.add_argument("--summary", action="store_true", help="print the table of the results file")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("WORK_A", "WORK_B"),
@@ -366,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
         name, folder, spec = task_spec(args.task)
         work = args.work or REPO / "runs" / "rl_gain" / name / time.strftime("%Y%m%d-%H%M%S")
         row = measure_task(name, folder, spec, args.seeds, work, quick=args.quick, with_base=args.with_base,
-                           extra=args.extra, note=args.note)
+                           extra=args.extra, note=args.note, heldout_file=args.heldout)
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("a") as handle:
             handle.write(json.dumps(row) + "\n")

@@ -1,7 +1,8 @@
 """benchmarks/rl_gain.py end to end in --quick mode on the tiny model: every phase runs as a subprocess of
 the CLI, the row lands in the results file, the summary's last line is there, and a second call with the
 same --work reuses every finished phase; a third asking for one more RL step extends each RL run (ajet
---resume) and evaluates it again, the 1-step evals kept beside."""
+--resume) and evaluates it again, the 1-step evals kept beside; a fourth scores the same runs on another
+held-out file (--heldout)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,11 @@ def test_rl_gain_quick_on_the_tiny_model(tmp_path: Path) -> None:
         assert (work / f"rl-seed{seed}" / "checkpoints" / "step-000002").is_dir()
         assert (work / f"eval-rl-seed{seed}-step1" / "eval.json").is_file()
         assert (work / f"eval-rl-seed{seed}" / "eval.json").is_file()
+    # a second held-out file: the trained runs reused, the models scored on it into folders named after it
+    fresh = subprocess.run([*command, "--set", "trainer.steps=2", "--heldout", "heldout2.jsonl"], capture_output=True,
+                           text=True, timeout=900, cwd=ROOT)
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+    row = json.loads(out.read_text().splitlines()[3])
+    assert row["heldout_file"] == "heldout2.jsonl" and row["heldout_tasks"] == 128 and row["phase_minutes"]["rl"] < 0.1
+    assert (work / "eval-sft-heldout2" / "eval.json").is_file() and (work / "eval-rl-seed2-heldout2" / "eval.json").is_file()
+    assert "--heldout heldout2.jsonl" in fresh.stdout

@@ -166,3 +166,30 @@ def test_a_finished_rl_run_asked_for_more_steps_is_resumed_and_nothing_else_is(t
     assert rl_gain._train(conf, run, [*grpo, "trainer.steps=32", "trainer.lr=1e-5"], reused, True) is None
     assert reused["rl-seed1"] == ["-trainer.steps=24", "+trainer.steps=32", "+trainer.lr=1e-5"]
     assert rl_gain._train(conf, run, [*grpo, "trainer.steps=32"], reused, False) is None and not ran
+
+
+def test_an_extended_run_keeps_the_evals_of_its_shorter_run_under_their_step(tmp_path):
+    import rl_gain
+
+    names = ["eval-rl-seed1", "eval-rl-seed1.log", "eval-rl-seed1-heldout2", "eval-rl-seed1-step8", "eval-rl-seed10",
+             "eval-rl-seed2", "rl-seed1"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    rl_gain._keep_evals_of_step(tmp_path, 1, 16)
+    # seed 1's evals on every held-out file move; an older step's, seed 10's and seed 2's stay
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "eval-rl-seed1-step16", "eval-rl-seed1-step16-heldout2", "eval-rl-seed1-step16.log", "eval-rl-seed1-step8",
+        "eval-rl-seed10", "eval-rl-seed2", "rl-seed1"]
+
+
+def test_a_row_scored_on_another_heldout_file_is_a_variant_not_counted(tmp_path, capsys):
+    import rl_gain
+
+    base = {"task": "t", "measure": "success_rate", "tasks": 128, "sft": 0.5, "rl": [0.6, 0.6], "seeds": [1, 2],
+            "minutes": 1, "commit": "c", "cpu": "amx", "significant": True, "ci_low": 1.0, "ci_high": 9.0}
+    rows = [{**base, "gain_points": 10.0, "set": []},
+            {**base, "gain_points": 4.0, "set": ["trainer.steps=24"], "heldout_file": "heldout2.jsonl"}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert rl_gain.summary(path) == (10.0, 1, 1)
+    assert "variant (not counted below): --set trainer.steps=24 --heldout heldout2.jsonl" in capsys.readouterr().out
