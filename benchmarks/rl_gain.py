@@ -286,9 +286,11 @@ def checkpoint_digest(model: Path) -> str | None:
     return digest.hexdigest()
 
 
-def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, work_b: Path) -> dict[str, Any]:
-    """Arm B's RL seeds against arm A's on the held-out tasks, paired task by task: both work folders must have
-    trained from the same SFT checkpoint (the same weights in sft-model/), so that only the RL differs."""
+def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, work_b: Path,
+                 heldout_file: str | None = None) -> dict[str, Any]:
+    """Arm B's RL seeds against arm A's on the held-out tasks (benchmark.json's, or `heldout_file`), paired task by
+    task: both work folders must have trained from the same SFT checkpoint (the same weights in sft-model/), so
+    that only the RL differs. Each seed's latest eval counts, not one kept beside from a shorter run."""
     digests = {work: checkpoint_digest(work / "sft-model") for work in (work_a, work_b)}
     if None in digests.values() or len(set(digests.values())) != 1:
         found = ", ".join(f"{work}: {(digest or str(None))[:12]}" for work, digest in digests.items())
@@ -297,12 +299,14 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
     key = spec["measure"]
     seeds: dict[Path, list[dict[str, float]]] = {}
     for work in (work_a, work_b):
-        evals = sorted(work.glob("eval-rl-seed*/eval_episodes.jsonl"))
+        own = re.compile(rf"eval-rl-seed\d+{re.escape(f'-{Path(heldout_file).stem}' if heldout_file else '')}")
+        evals = sorted(d / "eval_episodes.jsonl" for d in work.iterdir()
+                       if own.fullmatch(d.name) and (d / "eval_episodes.jsonl").is_file())
         if len(evals) < 2:
             raise SystemExit(f"--compare: {work} has {len(evals)} evaluated RL seeds (eval-rl-seed*/), "
                              "at least 2 needed")
         seeds[work] = [per_task(read_rows(path), key) for path in evals]
-    clusters = heldout_clusters(read_rows(folder / spec["rl_gain"]["heldout"]))
+    clusters = heldout_clusters(read_rows(folder / (heldout_file or spec["rl_gain"]["heldout"])))
     arm_a = seeds[work_a]
     common = set.intersection(*(set(s) for s in arm_a + seeds[work_b]))  # tasks every seed of both arms scored
     baseline = {t: sum(s[t] for s in arm_a) / len(arm_a) for t in common}  # A's seeds averaged, task by task
@@ -374,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.task:
             parser.error("--compare needs --task (its measure and held-out set)")
         name, folder, spec = task_spec(args.task)
-        row = compare_arms(name, folder, spec, *args.compare)
+        row = compare_arms(name, folder, spec, *args.compare, heldout_file=args.heldout)
         print(json.dumps(row))
         print(f"compare_points={row['points']:+.1f} ci=[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] "
               f"a={'/'.join(f'{v:.3f}' for v in row['a_rl'])} b={'/'.join(f'{v:.3f}' for v in row['b_rl'])} "

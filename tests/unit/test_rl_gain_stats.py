@@ -97,6 +97,10 @@ def test_compare_arms_pairs_two_rl_arms_task_by_task_from_one_sft_checkpoint(tmp
     # differences 0, 0.5, 1, 0: mean 0.375 (37.5 points); seed means A 0.5 / 0.25, B 0.75 / 0.75.
     a = _arm(tmp_path / "a", b"weights", [[True, True, False, False], [True, False, False, False]])
     b = _arm(tmp_path / "b", b"weights", [[True, True, True, False]] * 2)
+    # an eval kept beside from a shorter run (an extended run's) is not a seed of its arm
+    (a / "eval-rl-seed1-step16").mkdir()
+    (a / "eval-rl-seed1-step16" / "eval_episodes.jsonl").write_text(
+        json.dumps({"task": {"task_id": "t3"}, "success": True}) + "\n")
     row = rl_gain.compare_arms("t", folder, spec, a, b)
     assert (row["tasks"], row["points"], row["a_rl"], row["b_rl"], row["per_seed"]) == (
         4, 37.5, [0.5, 0.25], [0.75, 0.75], [37.5, 37.5])
