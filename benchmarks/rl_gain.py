@@ -118,10 +118,15 @@ def _reuse(out: Path, differs: list[str], reused: dict[str, list[str]]) -> None:
     print(f"rl_gain: reusing {out}" + (f" (differs: {' '.join(differs)})" if differs else ""), file=sys.stderr)
 
 
-def _steps(arguments: list[str]) -> int | None:
-    """The last `trainer.steps=N` among command arguments (or `-`/`+`-marked differences), else None."""
-    steps = [a.split("=", 1)[1] for a in arguments if a.lstrip("+-").startswith("trainer.steps=")]
+def _steps(command: list[str]) -> int | None:
+    """The last `trainer.steps=N` of a command (a --set after the task's own wins), else None."""
+    steps = [a.split("=", 1)[1] for a in command if a.startswith("trainer.steps=")]
     return int(steps[-1]) if steps else None
+
+
+def _eval_tag(heldout_file: str | None) -> str:
+    """What eval folders on a held-out file other than benchmark.json's end with: `-heldout2`."""
+    return f"-{Path(heldout_file).stem}" if heldout_file else ""
 
 
 def _train(conf: Path, out: Path, overrides: list[str], reused: dict[str, list[str]],
@@ -213,7 +218,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     heldout = folder / (heldout_file or section["heldout"])
     if not heldout.is_file():
         sys.exit(f"rl_gain: no held-out file {heldout}")
-    tag = f"-{heldout.stem}" if heldout_file else ""
+    tag = _eval_tag(heldout_file)
     pick = lambda part: [*section.get(part, []), *(QUICK[part] if quick else []), *extra]  # noqa: E731
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
@@ -299,7 +304,7 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
     key = spec["measure"]
     seeds: dict[Path, list[dict[str, float]]] = {}
     for work in (work_a, work_b):
-        own = re.compile(rf"eval-rl-seed\d+{re.escape(f'-{Path(heldout_file).stem}' if heldout_file else '')}")
+        own = re.compile(rf"eval-rl-seed\d+{re.escape(_eval_tag(heldout_file))}")
         evals = sorted(d / "eval_episodes.jsonl" for d in work.iterdir()
                        if own.fullmatch(d.name) and (d / "eval_episodes.jsonl").is_file())
         if len(evals) < 2:
