@@ -173,21 +173,22 @@ def test_make_data_reproduces_the_shipped_files(tmp_path):
     run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=FOLDER,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl", "sft_search.jsonl", "heldout2.jsonl"]:
+    for name in ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl", "sft_search.jsonl", "heldout2.jsonl",
+                 "heldout3.jsonl"]:
         assert (tmp_path / name).read_bytes() == (FOLDER / name).read_bytes(), name
 
 
 def test_every_puzzle_is_solved_by_its_solution_and_demonstration():
-    splits = ["train", "val", "heldout", "sft", "heldout2"]
+    splits = ["train", "val", "heldout", "sft", "heldout2", "heldout3"]
     rows = {n: [json.loads(x) for x in (FOLDER / f"{n}.jsonl").read_text().splitlines()] for n in splits}
-    assert [len(rows[n]) for n in splits] == [96, 32, 128, 768, 128]
+    assert [len(rows[n]) for n in splits] == [96, 32, 128, 768, 128, 128]
     key = lambda r: (tuple(sorted(r["metadata"]["numbers"])), r["answer"])  # noqa: E731
-    keys = [{key(r) for r in rows[n]} for n in ("train", "val", "heldout", "heldout2")]
+    keys = [{key(r) for r in rows[n]} for n in ("train", "val", "heldout", "heldout2", "heldout3")]
     # the demonstrations past the train ones: puzzles of no split, read back from their query
     numbers_target = [list(map(int, re.findall(r"\d+", d["messages"][1]["content"]))) for d in rows["sft"][96:]]
     keys.append({(tuple(sorted(v[:-1])), v[-1]) for v in numbers_target})
-    assert sum(map(len, keys)) == len(set().union(*keys)) == 96 + 32 + 128 + 128 + 672  # no puzzle twice
-    for split in ("train", "val", "heldout", "heldout2"):
+    assert sum(map(len, keys)) == len(set().union(*keys)) == 96 + 32 + 128 + 128 + 128 + 672  # no puzzle twice
+    for split in ("train", "val", "heldout", "heldout2", "heldout3"):
         # half the targets take one operation, half two (and no fewer): sized for the 135M model
         assert sum(r["metadata"]["ops"] == 1 for r in rows[split]) == len(rows[split]) // 2
         for row in rows[split]:

@@ -18,6 +18,9 @@
 - `heldout2.jsonl` (128 more, in none of the above; drawn last, 2026-11-30, after ten RL arms had been
   scored on `heldout.jsonl`): a second held-out set that confirms an arm chosen on the first
   (`benchmarks/rl_gain.py --heldout`).
+- `heldout3.jsonl` (128 more, in none of the above; drawn after heldout2, 2026-11-30, after the 24-step
+  groups-of-8 arm had scored +7.8 on `heldout.jsonl` and +0.4 on `heldout2.jsonl`): a third set, scored only
+  by runs whose settings were fixed before it was drawn.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ajet.jsonl import write_jsonl_files
 SEED = 11
 N_TRAIN, N_VAL, N_HELDOUT = 96, 32, 128
 N_SFT_EXTRA = 672
+LATER_HELDOUT = ("heldout2", "heldout3")
 # metadata.category: what rollout.task_weights samples RL tasks by
 CATEGORY = {1: "one_op", 2: "two_op"}
 N_NUMBERS, LOW, HIGH, MAX_TARGET = 3, 1, 10, 50
@@ -116,10 +120,13 @@ def build(out_dir: Path) -> dict[str, int]:
     extra = make_tasks(rng, N_SFT_EXTRA, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks})
     rows["sft"] = [demonstration(t) for t in splits["train"] + extra]
     rows["sft_search"] = [search_demonstration(t) for t in splits["train"] + extra]
-    # drawn last, so every file above stays as committed: a second held-out set, for confirming an arm
-    # chosen after several were scored on heldout.jsonl
-    fresh = make_tasks(rng, N_HELDOUT, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in tasks + extra})
-    rows["heldout2"] = [{"task_id": f"countdown-heldout2-{i:03d}", **t} for i, t in enumerate(fresh)]
+    # drawn after everything above, each after the one before, so every earlier file stays as committed:
+    # held-out sets for confirming an arm chosen after several were scored on the sets before it
+    drawn = tasks + extra
+    for split in LATER_HELDOUT:
+        fresh = make_tasks(rng, N_HELDOUT, {puzzle_key(t["metadata"]["numbers"], t["answer"]) for t in drawn})
+        rows[split] = [{"task_id": f"countdown-{split}-{i:03d}", **t} for i, t in enumerate(fresh)]
+        drawn += fresh
     return write_jsonl_files(out_dir, rows)
 
 
