@@ -29,7 +29,8 @@ command lacked (-) or added (+), on stderr and under `reused` in the result row.
 for more steps (`--set trainer.steps=24` over a 16-step work folder, nothing else changed) is extended
 with `ajet --resume` instead of trained again; its eval is redone and the shorter run's kept beside it
 (`eval-rl-seed1-step16`). `--heldout FILE` scores the same runs on another held-out file of the task's folder
-(a fresh set, to confirm an arm chosen on the first).
+(a fresh set, to confirm an arm chosen on the first); `--pool FILE ...` then scores them over several such files
+at once (`--work DIR --pool heldout.jsonl heldout2.jsonl`: one paired interval over all their tasks).
 
 Every run is a subprocess of the installed CLI (`ajet`, `ajet export`, `ajet eval`), as a user runs them.
 Last line: `rl_gain_points_mean=<mean gain over tasks, in points> tasks_with_gain=<k>/<n>`, over each
@@ -323,6 +324,50 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
             "significant": result.significant}
 
 
+def pool_heldout(name: str, folder: Path, spec: dict[str, Any], work: Path, files: list[str]) -> dict[str, Any]:
+    """A work folder's SFT and RL seeds on several held-out files of the task at once (their evals as rl_gain
+    made them: `eval-sft-heldout2`, each seed's latest `eval-rl-seedN-heldout2`), paired task by task over
+    all of them: one interval over every held-out task, not one per file. Each file's tasks keep their own
+    clusters; the files must not share a task id."""
+    key, own_file = spec["measure"], spec["rl_gain"]["heldout"]
+    sft: dict[str, float] = {}
+    seeds: dict[int, dict[str, float]] = {}
+    clusters: dict[str, str] = {}
+    per_file: dict[str, dict[str, Any]] = {}
+    for file in files:
+        tag = _eval_tag(None if file == own_file else file)
+        rows = read_rows(folder / file)
+        shared = {r["task_id"] for r in rows} & clusters.keys()
+        if shared:
+            raise SystemExit(f"--pool: {file} repeats task ids of the files before it ({sorted(shared)[:3]} ...)")
+        clusters.update({t: f"{file}:{c}" for t, c in heldout_clusters(rows).items()})
+        evaluated = {int(m.group(1)): work / m.group(0) for d in work.iterdir()
+                     if (m := re.fullmatch(rf"eval-rl-seed(\d+){re.escape(tag)}", d.name))
+                     and (d / "eval_episodes.jsonl").is_file()}
+        sft_eval = work / f"eval-sft{tag}" / "eval_episodes.jsonl"
+        if not sft_eval.is_file() or len(evaluated) < 2:
+            raise SystemExit(f"--pool: {work} lacks the evals of {file} (eval-sft{tag}/ and at least 2 "
+                             f"eval-rl-seedN{tag}/; found {len(evaluated)} RL seeds): run rl_gain with --heldout "
+                             f"{file} first")
+        if seeds and sorted(evaluated) != sorted(seeds):
+            raise SystemExit(f"--pool: {file} was scored with RL seeds {sorted(evaluated)}, the files before it "
+                             f"with {sorted(seeds)}")
+        file_sft = per_task(read_rows(sft_eval), key)
+        file_rl = {seed: per_task(read_rows(path / "eval_episodes.jsonl"), key) for seed, path in evaluated.items()}
+        part = gain(file_sft, [file_rl[s] for s in sorted(file_rl)], heldout_clusters(rows))
+        per_file[file] = {"tasks": part.tasks, "sft": round(part.sft, 4), "rl": [round(v, 4) for v in part.rl],
+                          "points": round(100 * part.mean, 2)}
+        sft.update(file_sft)
+        for seed, values in file_rl.items():
+            seeds.setdefault(seed, {}).update(values)
+    result = gain(sft, [seeds[s] for s in sorted(seeds)], clusters)
+    return {"task": name, "measure": key, "work": str(work), "files": per_file, "tasks": result.tasks,
+            "sft": round(result.sft, 4), "rl": [round(v, 4) for v in result.rl],
+            "points": round(100 * result.mean, 2), "ci_low": round(100 * result.low, 2),
+            "ci_high": round(100 * result.high, 2), "per_seed": [round(100 * g, 2) for g in result.per_seed],
+            "significant": result.significant}
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return round(sum(values) / len(values), 4) if values else None
@@ -372,6 +417,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summary", action="store_true", help="print the table of the results file")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("WORK_A", "WORK_B"),
                         help="with --task: B's RL seeds against A's, two work folders trained from one SFT checkpoint")
+    parser.add_argument("--pool", nargs="+", metavar="FILE",
+                        help="with --task and --work: the work folder's SFT and RL seeds scored over these held-out "
+                             "files together (their evals already made), one paired interval over all their tasks")
     parser.add_argument("--list", action="store_true", help="list the tasks")
     args = parser.parse_args(argv)
     out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
@@ -388,6 +436,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"compare_points={row['points']:+.1f} ci=[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] "
               f"a={'/'.join(f'{v:.3f}' for v in row['a_rl'])} b={'/'.join(f'{v:.3f}' for v in row['b_rl'])} "
               f"tasks={row['tasks']}")
+        return
+    if args.pool:
+        if not (args.task and args.work):
+            parser.error("--pool needs --task (its measure) and --work (the folder whose evals it pools)")
+        name, folder, spec = task_spec(args.task)
+        row = pool_heldout(name, folder, spec, args.work, args.pool)
+        print(json.dumps(row))
+        print(f"pooled_points={row['points']:+.1f} ci=[{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] "
+              f"sft={row['sft']:.3f} rl={'/'.join(f'{v:.3f}' for v in row['rl'])} tasks={row['tasks']}")
         return
     if args.task:
         if len(args.seeds) < 2 and not args.quick:

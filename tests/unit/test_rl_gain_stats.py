@@ -197,3 +197,40 @@ def test_a_row_scored_on_another_heldout_file_is_a_variant_not_counted(tmp_path,
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert rl_gain.summary(path) == (10.0, 1, 1)
     assert "variant (not counted below): --set trainer.steps=24 --heldout heldout2.jsonl" in capsys.readouterr().out
+
+
+def _evals(work: Path, name: str, ids: list[str], solved: list[bool]) -> None:
+    (work / name).mkdir(parents=True)
+    (work / name / "eval_episodes.jsonl").write_text(
+        "".join(json.dumps({"task": {"task_id": t}, "success": ok}) + "\n" for t, ok in zip(ids, solved)))
+
+
+def test_pool_scores_a_work_folder_over_several_heldout_files_at_once(tmp_path):
+    import rl_gain
+
+    folder, work = tmp_path / "task", tmp_path / "work"
+    folder.mkdir()
+    first, second = ["a0", "a1"], ["b0", "b1", "b2", "b3"]
+    for file, ids in (("heldout.jsonl", first), ("heldout2.jsonl", second)):
+        (folder / file).write_text("".join(json.dumps({"task_id": t}) + "\n" for t in ids))
+    spec = {"measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
+    # heldout (benchmark.json's own, evals without a suffix): SFT solves a0; both seeds a0 and a1 -> +1 on a1.
+    # heldout2: SFT b0 b1; seed 1 b0 b1 b2, seed 2 b0 -> per task 0, -0.5, +0.5, 0.
+    # pooled over 6 tasks: differences 0, 1, 0, -0.5, 0.5, 0 -> mean 1/6 = 16.67 points; seeds solve 5 and 3 of 6
+    _evals(work, "eval-sft", first, [True, False])
+    _evals(work, "eval-rl-seed1", first, [True, True])
+    _evals(work, "eval-rl-seed2", first, [True, True])
+    _evals(work, "eval-rl-seed1-step16", first, [False, False])  # a shorter run's eval, kept beside: not a seed
+    _evals(work, "eval-sft-heldout2", second, [True, True, False, False])
+    _evals(work, "eval-rl-seed1-heldout2", second, [True, True, True, False])
+    _evals(work, "eval-rl-seed2-heldout2", second, [True, False, False, False])
+    row = rl_gain.pool_heldout("t", folder, spec, work, ["heldout.jsonl", "heldout2.jsonl"])
+    assert (row["tasks"], row["sft"], row["rl"], row["points"]) == (6, 0.5, [0.8333, 0.5], 16.67)
+    assert row["files"]["heldout.jsonl"]["points"] == 50.0 and row["files"]["heldout2.jsonl"]["points"] == 0.0
+    assert row["per_seed"] == [33.33, 0.0] and row["ci_low"] <= 16.67 <= row["ci_high"]
+    # a file with no evals in the folder, or one repeating another's task ids, is refused by name
+    (folder / "heldout3.jsonl").write_text(json.dumps({"task_id": "c0"}) + "\n")
+    with pytest.raises(SystemExit, match="lacks the evals of heldout3.jsonl"):
+        rl_gain.pool_heldout("t", folder, spec, work, ["heldout.jsonl", "heldout3.jsonl"])
+    with pytest.raises(SystemExit, match="repeats task ids"):
+        rl_gain.pool_heldout("t", folder, spec, work, ["heldout.jsonl", "heldout.jsonl"])
