@@ -68,7 +68,8 @@ class ModelRunner:
         weights' own). prefix_cache_mb: most memory the prefix KV cache keeps (MiB; 0: off).
     build_matcher: `(guided, tokenizer, vocab_size) -> matcher` for guided decoding (None: the default).
     fold_lora: run the model's own LoRA layers folded into their base weights (`precision.StepWeights`):
-        True, False, or 'auto' (in float32, when the folded copies take at most `FOLD_AUTO_BYTES`).
+        True, False (peft's own layers), or 'auto' (in float32, when the folded copies take at most
+        `FOLD_AUTO_BYTES`; otherwise, with packed weights, split: the same products as peft's, less overhead).
     pack_weights: run the Linear layers from weights laid out once for oneDNN (`packed.PackedLinear`):
         True, False, or 'auto' (on a CPU, when the copies take at most `PACK_AUTO_BYTES`).
     """
@@ -120,18 +121,19 @@ class ModelRunner:
 
         weights = next(self.model.parameters()).dtype
         cast = self._autocast_dtype if self._autocast_dtype not in (None, weights) else None
-        fold = self.fold_lora
+        fold, split = self.fold_lora, False
         if fold == "auto":
             layers = [layer for _, _, layer in lora_layers(self.model)]
             float32 = all(p.dtype == torch.float32 for layer in layers for p in layer.parameters())
             copies_bytes = 4 * sum(layer.get_base_layer().weight.numel() for layer in layers)
             fold = cast is None and float32 and copies_bytes <= FOLD_AUTO_BYTES
+            split = not fold  # unfolded, the same products as peft's layers, run with less overhead (with pack)
         pack = self.pack_weights
         if pack == "auto":
             linears = [m for m in self.model.modules() if type(m) is torch.nn.Linear]
             copies_bytes = 4 * sum(m.weight.numel() for m in linears)
             pack = self.device.type == "cpu" and copies_bytes <= PACK_AUTO_BYTES
-        return StepWeights(self.model, cast, fold_lora=bool(fold), pack=bool(pack))
+        return StepWeights(self.model, cast, fold_lora=bool(fold), pack=bool(pack), split_lora=split)
 
     def modules_changed(self) -> None:
         """Adapters were added or removed: list the parameters and the modules to swap again."""

@@ -158,3 +158,30 @@ async def test_release_caches_frees_the_stale_copies_and_the_next_step_rebuilds_
     assert engine.prefix_cache.nbytes == 0 and all(f.linear is None for f in steps._folds) and not steps._packs
     assert_same(await generate_all(engine, prompt), before)  # rebuilt: the same tokens and logprobs
     assert all(f.linear is not None for f in steps._folds) and lora_modules(policy) != []
+
+
+async def test_unfolded_under_bf16_auto_splits_lora_and_gives_peft_bit_for_bit(policy, tokenizer):
+    """Where folding would round the LoRA delta (bf16 passes), auto runs each plain LoRA layer as a split
+    stand-in: peft's products from laid-out weights, the same tokens and logprobs exactly, following every
+    update of the adapters, and peft's layers back in place after each step."""
+    prompt = tokenizer.encode("The capital of France is")
+    layers = lora_modules(policy)
+    split = HFEngine(policy, tokenizer, autocast_dtype="bfloat16", pack_weights=True, prefix_cache_mb=0)
+    plain = HFEngine(policy, tokenizer, autocast_dtype="bfloat16", pack_weights=True, fold_lora=False,
+                     prefix_cache_mb=0)
+    steps = split.runner.step_weights
+    assert steps.split_lora and not steps.fold_lora and not plain.runner.step_weights.split_lora
+    assert_same(await generate_all(split, prompt), await generate_all(plain, prompt), tol=1e-9)
+    assert len(steps._folds) == len(layers) == 14
+    assert {type(f.linear).__name__ for f in steps._folds} == {"_SplitLora"}
+    assert lora_modules(policy) == layers
+    bases = [f.linear.base for f in steps._folds]
+    with torch.no_grad():  # an optimizer step: the adapters change in place, the frozen base does not
+        for name, param in policy.named_parameters():
+            if "lora_A" in name:
+                param.mul_(-3.0)
+    after = await generate_all(split, prompt)
+    assert_same(after, await generate_all(plain, prompt), tol=1e-9)
+    assert [f.linear.base for f in steps._folds] == bases  # the base laid out once, A and B again
+    # without packed weights (a GPU) there is nothing to split into: peft's layers run
+    assert not HFEngine(policy, tokenizer, autocast_dtype="bfloat16", pack_weights=False).runner.step_weights.split_lora
