@@ -125,6 +125,17 @@ def _steps(command: list[str]) -> int | None:
     return int(steps[-1]) if steps else None
 
 
+def _seed_evals(work: Path, tag: str) -> dict[int, Path]:
+    """seed -> its latest eval's episodes file in `work` (`eval-rl-seedN<tag>`; not an eval kept beside from a
+    shorter run, `eval-rl-seedN-step16<tag>`), by seed."""
+    found = {}
+    for d in work.iterdir():
+        m = re.fullmatch(rf"eval-rl-seed(\d+){re.escape(tag)}", d.name)
+        if m and (d / "eval_episodes.jsonl").is_file():
+            found[int(m.group(1))] = d / "eval_episodes.jsonl"
+    return dict(sorted(found.items()))
+
+
 def _eval_tag(heldout_file: str | None) -> str:
     """What eval folders on a held-out file other than benchmark.json's end with: `-heldout2`."""
     return f"-{Path(heldout_file).stem}" if heldout_file else ""
@@ -305,9 +316,7 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
     key = spec["measure"]
     seeds: dict[Path, list[dict[str, float]]] = {}
     for work in (work_a, work_b):
-        own = re.compile(rf"eval-rl-seed\d+{re.escape(_eval_tag(heldout_file))}")
-        evals = sorted(d / "eval_episodes.jsonl" for d in work.iterdir()
-                       if own.fullmatch(d.name) and (d / "eval_episodes.jsonl").is_file())
+        evals = list(_seed_evals(work, _eval_tag(heldout_file)).values())
         if len(evals) < 2:
             raise SystemExit(f"--compare: {work} has {len(evals)} evaluated RL seeds (eval-rl-seed*/), "
                              "at least 2 needed")
@@ -341,9 +350,7 @@ def pool_heldout(name: str, folder: Path, spec: dict[str, Any], work: Path, file
         if shared:
             raise SystemExit(f"--pool: {file} repeats task ids of the files before it ({sorted(shared)[:3]} ...)")
         clusters.update({t: f"{file}:{c}" for t, c in heldout_clusters(rows).items()})
-        evaluated = {int(m.group(1)): work / m.group(0) for d in work.iterdir()
-                     if (m := re.fullmatch(rf"eval-rl-seed(\d+){re.escape(tag)}", d.name))
-                     and (d / "eval_episodes.jsonl").is_file()}
+        evaluated = _seed_evals(work, tag)
         sft_eval = work / f"eval-sft{tag}" / "eval_episodes.jsonl"
         if not sft_eval.is_file() or len(evaluated) < 2:
             raise SystemExit(f"--pool: {work} lacks the evals of {file} (eval-sft{tag}/ and at least 2 "
@@ -353,7 +360,7 @@ def pool_heldout(name: str, folder: Path, spec: dict[str, Any], work: Path, file
             raise SystemExit(f"--pool: {file} was scored with RL seeds {sorted(evaluated)}, the files before it "
                              f"with {sorted(seeds)}")
         file_sft = per_task(read_rows(sft_eval), key)
-        file_rl = {seed: per_task(read_rows(path / "eval_episodes.jsonl"), key) for seed, path in evaluated.items()}
+        file_rl = {seed: per_task(read_rows(path), key) for seed, path in evaluated.items()}
         part = gain(file_sft, [file_rl[s] for s in sorted(file_rl)], heldout_clusters(rows))
         per_file[file] = {"tasks": part.tasks, "sft": round(part.sft, 4), "rl": [round(v, 4) for v in part.rl],
                           "points": round(100 * part.mean, 2)}

@@ -38,8 +38,8 @@ Folding applies to the model's own active adapter (engine steps with `adapter=No
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import functools
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -253,10 +253,9 @@ class StepWeights:
                 f.linear._parameters["bias"] = base.bias
         f.built_from = built_from
 
-
     def _split(self, f: _Folded, base: Any, a: Any, b: Any, scale: float, built_from: tuple[int, ...]) -> Any:
-        """`f`'s _SplitLora, its base laid out again only when the base weight changed (a LoRA policy's
-        base is frozen: laid out once; A and B, 16-row slivers, after each update)."""
+        """`f`'s _SplitLora. Its base is laid out again only when the base weight changed (a LoRA policy's
+        base is frozen) or `release()` dropped it with every other copy; A and B after each update."""
         from ajet.engine.packed import PackedLinear
 
         dtype = self.dtype or base.weight.dtype
