@@ -37,7 +37,7 @@ from rich.console import Console
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError, GenerateError
-from ajet.generate import natural, phrasing
+from ajet.generate import glosses, natural, phrasing
 from ajet.generate.candidates import Candidate, candidates, refusals
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.explore_values import arg_specs
@@ -92,6 +92,9 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         row["description"] = descriptions.get(row["tool"])
         row["defaults"] = {s.name: s.schema["default"] for s in tool_specs if s.schema.get("default") is not None}
         row["optional"] = [s.name for s in tool_specs if not s.required]
+        # units an enum's description glosses its values with ("imperial (°F, in, mph)"): what users say instead
+        row["glosses"] = {s.name: found for s in tool_specs
+                          if (found := glosses.enum_glosses(s.description, list(s.schema.get("enum") or [])))}
         # what the deployment's system prompt names (the repository, the account) the user never repeats
         row["prompted"] = [k for k, v in row["arguments"].items() if isinstance(v, str) and len(v) >= 3 and v in prompt]
     # how the server spells its words (USD, MMBtu): result keys are lowercase, questions are not

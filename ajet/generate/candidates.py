@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
+from ajet.generate.glosses import spelled_for
 from ajet.generate.result_data import COUNT, same_value, structured, under
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -77,6 +78,11 @@ class Candidate:
             label = item_label(parsed_result(step), path or [])
             if label and label != AMBIGUOUS and not any(values_match(label[1], v) for v in given.values()):
                 given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
+        # an enum value the asked unit stands for is said as that unit ('in Fahrenheit', not 'in imperial')
+        for argument, unit in spelled_for(self.steps[-1], self.path, self.key).items():
+            said = next((k for k in reversed(given) if k.removeprefix("then ") == argument), None)
+            if said is not None:
+                given[said] = unit
         return given
 
     @property
@@ -346,6 +352,42 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
 
 
+_MISSING = object()
+
+
+def _value_at(node: Any, path: list[Any]) -> Any:
+    """The value at `path` of a parsed result (a list's length for COUNT), or _MISSING."""
+    for i, step in enumerate(path):
+        if step == COUNT and i == len(path) - 1:
+            return len(node) if isinstance(node, list) else _MISSING
+        if isinstance(node, dict) and isinstance(step, str) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+            node = node[step]
+        else:
+            return _MISSING
+    return node
+
+
+def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_tool: list[dict[str, Any]]) -> bool:
+    """Whether the call sets an optional argument that the answer does not depend on: a call of the same tool
+    with that argument left out or set otherwise, the others alike, returned the same value at `path`
+    (the day's high 'including hourly', the number of readings 'in imperial'). Asked with it, the question
+    teaches a model to send options the user's words never call for."""
+    defaults = step.get("defaults") or {}
+    for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
+        rest = {k: v for k, v in step["arguments"].items() if k != name}
+        for twin in same_tool:
+            other = twin["arguments"]
+            if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
+                    or same_value(other.get(name, defaults.get(name)), step["arguments"][name]):
+                continue
+            found = _value_at(parsed_result(twin), path)
+            if found is not _MISSING and same_value(found, value):
+                return True
+    return False
+
+
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
     """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from
     (the recorded source of a passed value, or another tool's call that returned it: `other_sources`).
@@ -372,6 +414,9 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             chains.append(list(chain))
             chain.insert(0, by_id[next(iter(above))])
         chains.append(chain)
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for row in bank:
+        by_tool.setdefault(row["tool"], []).append(row)
     found = []
     for chain in chains:
         if any(_is_wildcard(step) for step in chain):
@@ -394,6 +439,8 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)):
                 continue
+            if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
+                continue  # asked with an option its answer does not depend on
             found.append(Candidate(chain, path, value))
     return found
 

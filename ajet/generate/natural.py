@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate.explore_values import tokens
+from ajet.generate.glosses import unit_gloss
 from ajet.generate.result_data import COUNT
 from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, words
 
@@ -410,6 +411,14 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
             and _is_converted(path):
         return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
+    gloss = unit_gloss(last, path[-1]) if path and isinstance(path[-1], str) else None
+    if gloss:  # `temp_max_f` with units=imperial: 'the temp max, in Fahrenheit', the unit standing for the value
+        argument, spellings, noun = gloss
+        said = [v for k, v in given.items() if k.removeprefix("then ") == argument]
+        unit = said[-1] if said and said[-1] in spellings else rng.choice(spellings)
+        given = {k: v for k, v in given.items() if k.removeprefix("then ") != argument}
+        what = Asked(asked([*path[:-1], noun.replace(" ", "_")], value, last_description, last["arguments"], lex).nouns,
+                     unit, what.count)
     # 'How much is the pages' taught the 135M model that 'How much ...' asks for a count of copies
     amount = numeric and not what.count and (bool(what.unit) or not isinstance(value, int))
     pair = pair_of(first["arguments"]) if len(steps) == 1 else None

@@ -1,0 +1,76 @@
+"""Units a user names instead of an enum value: `units` described as "metric (°C, mm, km/h) or imperial
+(°F, in, mph)" is asked for as "in Fahrenheit" or "in inches", never "in imperial".
+
+A result key that ends in one of those units (`temp_max_f`, `precip_in`, `wind_kmh`) says which unit
+the question asks in; the enum value in effect for the call (sent, or the default) says which value the
+unit stands for. Trained on questions that name the value itself, SmolLM2-135M sent `imperial` to a
+question asked in millimeters: it had never seen a unit stand for the value. Read off the server's own
+descriptions; the spellings below are the units' common names, tied to no server.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any
+
+from ajet.generate.phrasing import words
+
+# how people spell a unit the descriptions abbreviate; an abbreviation that reads as an ordinary word
+# ('in', 'ft' beside 'in') is never said bare
+_SPELLINGS = {"f": ["°F", "Fahrenheit", "degrees Fahrenheit"], "c": ["°C", "Celsius", "degrees Celsius"],
+              "k": ["kelvin"], "in": ["inches"], "inch": ["inches"], "ft": ["feet"], "mm": ["mm", "millimeters"],
+              "cm": ["cm", "centimeters"], "m": ["meters"], "km": ["km", "kilometers"], "mi": ["miles"],
+              "kmh": ["km/h", "kilometers per hour"], "kph": ["km/h", "kilometers per hour"],
+              "mph": ["mph", "miles per hour"], "ms": ["m/s", "meters per second"], "kn": ["knots"],
+              "kt": ["knots"], "kg": ["kg", "kilograms"], "g": ["grams"], "lb": ["pounds"], "lbs": ["pounds"],
+              "oz": ["ounces"], "l": ["liters"], "ml": ["ml", "milliliters"], "gal": ["gallons"],
+              "hpa": ["hPa"], "inhg": ["inHg"], "pct": ["percent"]}
+
+
+def _bare(text: str) -> str:
+    """'°F' -> 'f', 'km/h' -> 'kmh': a gloss as a result key spells it."""
+    return re.sub(r"[^a-z0-9]", "", text.casefold())
+
+
+def enum_glosses(description: str, values: list[Any]) -> dict[str, list[str]]:
+    """The glosses a description gives each enum value in parentheses: "metric (°C, mm, km/h) or
+    imperial (°F, in, mph)" -> {'metric': ['°C', 'mm', 'km/h'], 'imperial': ['°F', 'in', 'mph']}."""
+    found: dict[str, list[str]] = {}
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            continue
+        match = re.search(rf"(?<![\w-])['\"`]?{re.escape(value)}['\"`]?\s*\(([^()]{{1,80}})\)", description or "",
+                          re.IGNORECASE)
+        if match:
+            parts = [p.strip() for p in re.split(r"[,;]|\bor\b|\band\b", match.group(1)) if p.strip()]
+            if parts and all(len(p) <= 12 for p in parts):  # unit-like words, not a sentence
+                found[value] = parts
+    return found
+
+
+def unit_gloss(step: dict[str, Any], key: Any) -> tuple[str, list[str], str] | None:
+    """(argument, how people spell the unit, the key's words without it) when the last word of result key
+    `key` is a unit that the enum value in effect for `step` glosses: `temp_max_f` of a call with
+    units=imperial -> ('units', ['°F', 'Fahrenheit', ...], 'temp max'); None otherwise."""
+    parts = words(key).split(" ")
+    if len(parts) < 2:
+        return None
+    for argument, by_value in (step.get("glosses") or {}).items():
+        in_effect = step["arguments"].get(argument, (step.get("defaults") or {}).get(argument))
+        for gloss in by_value.get(in_effect, []) if isinstance(in_effect, str) else []:
+            if _bare(gloss) == parts[-1]:
+                spellings = _SPELLINGS.get(parts[-1], [gloss])
+                return argument, spellings, " ".join(parts[:-1])
+    return None
+
+
+def spelled_for(step: dict[str, Any], path: list[Any], seed: str) -> dict[str, str]:
+    """{argument: the unit said for it} for the enum argument of `step` that the answer's unit stands
+    for, one spelling per candidate (`seed`), so that the question and its check agree; {} when none."""
+    keys = [p for p in path if isinstance(p, str)]
+    gloss = unit_gloss(step, keys[-1]) if keys else None
+    if gloss is None or gloss[0] not in step["arguments"]:
+        return {}
+    argument, spellings, _ = gloss
+    return {argument: spellings[zlib.crc32(seed.encode("utf-8")) % len(spellings)]}
