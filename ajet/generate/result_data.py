@@ -229,6 +229,44 @@ def changed_paths(first: Any, second: Any, limit: int = 200) -> list[Path]:
     return found if walk(a, b, ()) else [()]
 
 
+_CLOCK = re.compile(r"\d{1,2}:\d{2}")
+_CALENDAR = re.compile(r"\d{4}-\d{2}-\d{2}.*|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|"
+                       r"july|august|september|october|november|december", re.IGNORECASE)
+
+
+def with_calendar(result: Any, volatile: list[Path]) -> list[Path]:
+    """`volatile` and, when a clock reading is among what changed, the dates, weekdays and months beside
+    it: {"now": "...T18:41:39", "weekday": "Monday"} keeps its weekday over two calls seconds apart, and
+    a task whose answer is today's weekday is wrong tomorrow."""
+    data = structured(result)
+
+    def at(path: Path) -> Any:
+        node = data
+        for step in path:
+            try:
+                node = node[step]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return node
+
+    if not any(isinstance(at(p), str) and _CLOCK.search(at(p)) for p in volatile if p):
+        return volatile
+    found = list(volatile)
+
+    def walk(node: Any, path: Path, depth: int) -> None:
+        if isinstance(node, dict) and depth < 8:
+            for key, child in node.items():
+                walk(child, (*path, key), depth + 1)
+        elif isinstance(node, list) and depth < 8:
+            for i, child in enumerate(node):
+                walk(child, (*path, i), depth + 1)
+        elif isinstance(node, str) and _CALENDAR.fullmatch(node.strip()) and path not in found:
+            found.append(path)
+
+    walk(data, (), 0)
+    return found
+
+
 def under(path: list[Any] | Path, paths: list[list[Any]] | list[Path] | None) -> bool:
     """Whether `path` is one of `paths` or lies inside one of them."""
     return any(tuple(path[:len(p)]) == tuple(p) for p in paths or [])

@@ -23,7 +23,7 @@ from ajet.generate.demos import generate_demos
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import arg_specs
 from ajet.jsonl import read_rows
-from ajet.generate.result_data import changed_paths, says_nothing, structured
+from ajet.generate.result_data import changed_paths, says_nothing, structured, with_calendar
 from ajet.generate.schedule import MIN_REFUSED
 from ajet.generate.text_values import description_values, format_values, hint_items, hint_values, pattern_values
 
@@ -166,6 +166,12 @@ def test_says_nothing_and_changed_paths_by_hand():
     assert changed_paths({"a": 1, "t": "10:01"}, {"a": 1, "t": "10:02"}) == [("t",)]
     assert changed_paths({"a": [1, 2]}, {"a": [1]}) == [()]
     assert changed_paths("same", "same") == [] and changed_paths("x", "y") == [()]
+    # every date beside a clock reading counts, even one that never changes (an opening day): two calls a
+    # second apart cannot tell them apart, and a reference lost is cheaper than one wrong tomorrow
+    reading = {"now": "2027-05-01T10:01:00", "weekday": "Saturday", "office": {"opened": "2020-01-06"}, "zone": "UTC"}
+    assert with_calendar(reading, [("now",)]) == [("now",), ("weekday",), ("office", "opened")]
+    # a price that changed is no clock: the dates beside it stay references
+    assert with_calendar({"price": "12.5", "day": "2027-05-01"}, [("price",)]) == [("price",)]
 
 
 def test_labelled_text_is_data():
@@ -200,7 +206,7 @@ NOTHING_AND_CHANGES = '''
     @mcp.tool
     def server_clock() -> dict:
         """The server's time."""
-        return {"time": f"10:{next(ticks):02d}:00", "zone": "UTC"}
+        return {"time": f"10:{next(ticks):02d}:00", "zone": "UTC", "date": "2027-05-01", "weekday": "Saturday"}
 
     @mcp.tool
     def live_quote(symbol: str = "ACME") -> dict:
@@ -219,12 +225,13 @@ async def test_calls_that_say_nothing_and_values_that_change_are_never_reference
     # each kept call was made twice; the clock's time and the quote's price changed between them
     assert report.rechecks == len(kept)
     clock = next(r for r in kept if r["tool"] == "server_clock")
-    assert clock["volatile"] == [["time"]]
+    # its date and weekday did not change in a second, but they are a clock's reading too: wrong tomorrow
+    assert clock["volatile"] == [["time"], ["date"], ["weekday"]]
     quote = next(r for r in kept if r["tool"] == "live_quote")
     assert quote["volatile"] == [["price"]]
     rows = await tasks_of(yaml, tmp_path)
     finals = {json.dumps(t["answer"]["final"]) for t in rows}
-    volatile = {json.dumps(r["result"]["time"]) for r in kept if r["tool"] == "server_clock"} | {
+    volatile = {json.dumps(r["result"][k]) for r in kept if r["tool"] == "server_clock" for k in ("time", "date", "weekday")} | {
         json.dumps(r["result"]["price"]) for r in kept if r["tool"] == "live_quote"}
     assert rows and not finals & volatile
     # the stable part of a changing result still makes tasks: the quote's currency, the clock's zone
