@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 Path = tuple[Any, ...]
@@ -232,6 +233,48 @@ def changed_paths(first: Any, second: Any, limit: int = 200) -> list[Path]:
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")
 _CALENDAR = re.compile(r"\d{4}-\d{2}-\d{2}.*|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|"
                        r"july|august|september|october|november|december", re.IGNORECASE)
+
+
+_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+_NEAR_S = 300  # a reading this close to the wall clock is the clock
+
+
+def _is_now(value: Any, now: datetime) -> bool:
+    """Whether `value` reads the wall clock: a date-time within minutes of `now` (in its own zone; a naive
+    one in any zone, whole quarter hours off UTC), or a Unix time in seconds or milliseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        stamp = now.timestamp()
+        return abs(value - stamp) < _NEAR_S or abs(value / 1000 - stamp) < _NEAR_S
+    if not (isinstance(value, str) and _DATETIME.fullmatch(value.strip())):
+        return False
+    try:
+        read = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if read.tzinfo is not None:
+        return abs((read - now).total_seconds()) < _NEAR_S
+    off = (read - now.replace(tzinfo=None)).total_seconds()
+    return abs(off) <= 14.5 * 3600 and min(off % 900, 900 - off % 900) < 120
+
+
+def clock_readings(result: Any, now: datetime | None = None) -> list[Path]:
+    """The paths of `result` that read the wall clock (`_is_now`). A repeat call a second later can read
+    the same second; a current-time tool's answer is still wrong a minute later."""
+    now = now or datetime.now(timezone.utc)
+    found: list[Path] = []
+
+    def walk(node: Any, path: Path, depth: int) -> None:
+        if isinstance(node, dict) and depth < 8:
+            for key, child in node.items():
+                walk(child, (*path, key), depth + 1)
+        elif isinstance(node, list) and depth < 8:
+            for i, child in enumerate(node[:50]):
+                walk(child, (*path, i), depth + 1)
+        elif _is_now(node, now):
+            found.append(path)
+
+    walk(structured(result), (), 0)
+    return found
 
 
 def with_calendar(result: Any, volatile: list[Path]) -> list[Path]:

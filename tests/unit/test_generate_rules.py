@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from ajet.config.loader import load_config
@@ -23,7 +24,7 @@ from ajet.generate.demos import generate_demos
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import arg_specs
 from ajet.jsonl import read_rows
-from ajet.generate.result_data import changed_paths, says_nothing, structured, with_calendar
+from ajet.generate.result_data import changed_paths, clock_readings, says_nothing, structured, with_calendar
 from ajet.generate.schedule import MIN_REFUSED
 from ajet.generate.text_values import description_values, format_values, hint_items, hint_values, pattern_values
 
@@ -172,6 +173,15 @@ def test_says_nothing_and_changed_paths_by_hand():
     assert with_calendar(reading, [("now",)]) == [("now",), ("weekday",), ("office", "opened")]
     # a price that changed is no clock: the dates beside it stay references
     assert with_calendar({"price": "12.5", "day": "2027-05-01"}, [("price",)]) == [("price",)]
+    # the wall clock read in any zone, even when a repeat a second later read the same second
+    now = datetime(2027, 5, 1, 10, 0, 30, tzinfo=timezone.utc)
+    tokyo = now.astimezone(timezone(timedelta(hours=9)))
+    assert clock_readings({"datetime": tokyo.isoformat(), "opened": "2020-01-06T09:00:00+09:00", "zone": "Asia/Tokyo",
+                           "local": (now + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat(),
+                           "stamp": int(now.timestamp()), "count": 12}, now) == [("datetime",), ("local",), ("stamp",)]
+    # a naive time seven minutes off the clock is a time of day, not a reading; nor is a date alone
+    assert clock_readings({"start": (now + timedelta(minutes=7)).replace(tzinfo=None).isoformat(),
+                           "day": "2027-05-01"}, now) == []
 
 
 def test_labelled_text_is_data():
@@ -209,6 +219,13 @@ NOTHING_AND_CHANGES = '''
         return {"time": f"10:{next(ticks):02d}:00", "zone": "UTC", "date": "2027-05-01", "weekday": "Saturday"}
 
     @mcp.tool
+    def office_now() -> dict:
+        """The office's date and time, to the minute (two calls a second apart mostly agree)."""
+        import datetime
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return {"now": now.strftime("%Y-%m-%dT%H:%M"), "weekday": now.strftime("%A"), "office": "Lisbon"}
+
+    @mcp.tool
     def live_quote(symbol: str = "ACME") -> dict:
         """A live share price, e.g. ACME."""
         return {"symbol": symbol, "price": round(random.uniform(10, 20), 4), "currency": "EUR"}
@@ -227,11 +244,15 @@ async def test_calls_that_say_nothing_and_values_that_change_are_never_reference
     clock = next(r for r in kept if r["tool"] == "server_clock")
     # its date and weekday did not change in a second, but they are a clock's reading too: wrong tomorrow
     assert clock["volatile"] == [["time"], ["date"], ["weekday"]]
+    # a clock to the minute reads the same twice; it is still the clock, and its weekday with it
+    office = next(r for r in kept if r["tool"] == "office_now")
+    assert office["volatile"] == [["now"], ["weekday"]]
     quote = next(r for r in kept if r["tool"] == "live_quote")
     assert quote["volatile"] == [["price"]]
     rows = await tasks_of(yaml, tmp_path)
     finals = {json.dumps(t["answer"]["final"]) for t in rows}
     volatile = {json.dumps(r["result"][k]) for r in kept if r["tool"] == "server_clock" for k in ("time", "date", "weekday")} | {
+        json.dumps(r["result"][k]) for r in kept if r["tool"] == "office_now" for k in ("now", "weekday")} | {
         json.dumps(r["result"]["price"]) for r in kept if r["tool"] == "live_quote"}
     assert rows and not finals & volatile
     # the stable part of a changing result still makes tasks: the quote's currency, the clock's zone
