@@ -231,10 +231,8 @@ def changed_paths(first: Any, second: Any, limit: int = 200) -> list[Path]:
 
 
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")
-_CALENDAR = re.compile(r"\d{4}-\d{2}-\d{2}.*|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|"
-                       r"july|august|september|october|november|december", re.IGNORECASE)
-
-
+_CALENDAR = re.compile(r"\d{4}-\d{2}-\d{2}.*|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|"
+                       r"april|may|june|july|august|september|october|november|december", re.IGNORECASE)
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _NEAR_S = 300  # a reading this close to the wall clock is the clock
 
