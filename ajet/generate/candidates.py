@@ -17,7 +17,7 @@ from typing import Any
 
 from ajet.generate import natural, phrasing
 from ajet.generate.glosses import spelled_for
-from ajet.generate.result_data import COUNT, same_value, structured, under
+from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
 
@@ -352,23 +352,6 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
 
 
-_MISSING = object()
-
-
-def _value_at(node: Any, path: list[Any]) -> Any:
-    """The value at `path` of a parsed result (a list's length for COUNT), or _MISSING."""
-    for i, step in enumerate(path):
-        if step == COUNT and i == len(path) - 1:
-            return len(node) if isinstance(node, list) else _MISSING
-        if isinstance(node, dict) and isinstance(step, str) and step in node:
-            node = node[step]
-        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
-            node = node[step]
-        else:
-            return _MISSING
-    return node
-
-
 def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_tool: list[dict[str, Any]]) -> bool:
     """Whether the call sets an optional argument that the answer does not depend on: a call of the same tool
     with that argument left out or set otherwise, the others alike, returned the same value at `path`
@@ -382,8 +365,8 @@ def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_too
             if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
                     or same_value(other.get(name, defaults.get(name)), step["arguments"][name]):
                 continue
-            found = _value_at(parsed_result(twin), path)
-            if found is not _MISSING and same_value(found, value):
+            found = value_at(parsed_result(twin), path)
+            if found is not MISSING and same_value(found, value):
                 return True
     return False
 

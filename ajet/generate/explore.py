@@ -42,8 +42,7 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
                                           leaves, probe_value, schema_values, shared_paths, significant, tokens,
                                           value_key)
 from ajet.jsonl import JsonlAppender, dropped_path
-from ajet.generate.result_data import (changed_paths, clock_readings, same_value, says_nothing, structured, under,
-                                      with_calendar)
+from ajet.generate.result_data import same_value, says_nothing, structured, under, volatile_paths
 from ajet.generate.server import server_of
 from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, hint_values,
                                        hinted_arguments, id_variants, is_id_argument)
@@ -296,9 +295,7 @@ class Explorer:
             # the same call again: what changed between the two is never an answer nor passed on
             again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
             self.report.rechecks += 1
-            volatile = changed_paths(outcome.result, again.result) if again.error is None else [()]
-            volatile = with_calendar(outcome.result, volatile + [p for p in clock_readings(outcome.result)
-                                                                 if p not in volatile])
+            volatile = volatile_paths(outcome.result, again.result if again.error is None else None)
             call_id = f"c{self.next_id:04d}"
             self.next_id += 1
             row = {"id": call_id, "tool": tool.name, "arguments": arguments, "content": outcome.content,

@@ -10,6 +10,8 @@ values change between two identical calls.
   that is really a currency code gets `{"customer_id": "USD", "orders": []}`).
 - `changed_paths`: where two results of the same call differ. A value that changes between identical
   calls (a clock, a random quote, a live price) is never a reference answer, nor passed along a chain.
+- `volatile_paths`: those, and what reads the wall clock even when the repeat read the same second,
+  with the dates and weekdays beside a clock reading: what explore stores as a call's `volatile`.
 
 Pure functions of the standard library's types.
 """
@@ -255,56 +257,55 @@ def _is_now(value: Any, now: datetime) -> bool:
     return abs(off) <= 14.5 * 3600 and min(off % 900, 900 - off % 900) < 120
 
 
-def clock_readings(result: Any, now: datetime | None = None) -> list[Path]:
-    """The paths of `result` that read the wall clock (`_is_now`). A repeat call a second later can read
-    the same second; a current-time tool's answer is still wrong a minute later."""
-    now = now or datetime.now(timezone.utc)
-    found: list[Path] = []
+def scalar_leaves(data: Any, depth: int = 8, per_list: int = 50) -> list[tuple[Path, Any]]:
+    """The (path, value) of every scalar of parsed data, `per_list` items a list, `depth` levels deep."""
+    found: list[tuple[Path, Any]] = []
 
-    def walk(node: Any, path: Path, depth: int) -> None:
-        if isinstance(node, dict) and depth < 8:
+    def walk(node: Any, path: Path) -> None:
+        if isinstance(node, dict) and len(path) < depth:
             for key, child in node.items():
-                walk(child, (*path, key), depth + 1)
-        elif isinstance(node, list) and depth < 8:
-            for i, child in enumerate(node[:50]):
-                walk(child, (*path, i), depth + 1)
-        elif _is_now(node, now):
-            found.append(path)
+                walk(child, (*path, key))
+        elif isinstance(node, list) and len(path) < depth:
+            for i, child in enumerate(node[:per_list]):
+                walk(child, (*path, i))
+        elif not isinstance(node, (dict, list)):
+            found.append((path, node))
 
-    walk(structured(result), (), 0)
+    walk(data, ())
     return found
 
 
-def with_calendar(result: Any, volatile: list[Path]) -> list[Path]:
-    """`volatile` and, when a clock reading is among what changed, the dates, weekdays and months beside
-    it: {"now": "...T18:41:39", "weekday": "Monday"} keeps its weekday over two calls seconds apart, and
-    a task whose answer is today's weekday is wrong tomorrow."""
-    data = structured(result)
+MISSING = object()
 
-    def at(path: Path) -> Any:
-        node = data
-        for step in path:
-            try:
-                node = node[step]
-            except (KeyError, IndexError, TypeError):
-                return None
-        return node
 
-    if not any(isinstance(at(p), str) and _CLOCK.search(at(p)) for p in volatile if p):
-        return volatile
-    found = list(volatile)
+def value_at(data: Any, path: list[Any] | Path) -> Any:
+    """The value at `path` of parsed data (a list's length for a final COUNT), or MISSING."""
+    for i, step in enumerate(path):
+        if step == COUNT and i == len(path) - 1:
+            return len(data) if isinstance(data, list) else MISSING
+        if isinstance(data, dict) and isinstance(step, str) and step in data:
+            data = data[step]
+        elif isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
+            data = data[step]
+        else:
+            return MISSING
+    return data
 
-    def walk(node: Any, path: Path, depth: int) -> None:
-        if isinstance(node, dict) and depth < 8:
-            for key, child in node.items():
-                walk(child, (*path, key), depth + 1)
-        elif isinstance(node, list) and depth < 8:
-            for i, child in enumerate(node):
-                walk(child, (*path, i), depth + 1)
-        elif isinstance(node, str) and _CALENDAR.fullmatch(node.strip()) and path not in found:
-            found.append(path)
 
-    walk(data, (), 0)
+def volatile_paths(first: Any, again: Any | None, now: datetime | None = None) -> list[Path]:
+    """What of a result is no reference: the paths that differ from the same call made `again` ([()]: all
+    of it, also when the repeat failed: None), the values that read the wall clock (`_is_now`: a repeat a
+    second later can read the same second), and, when a clock reading is among them, the dates, weekdays
+    and months beside it ({"now": "...T18:41:39", "weekday": "Monday"} keeps its weekday over two calls a
+    second apart, and a task whose answer is today's weekday is wrong tomorrow)."""
+    found = changed_paths(first, again) if again is not None else [()]
+    now = now or datetime.now(timezone.utc)
+    data = structured(first)
+    leaves = scalar_leaves(data)
+    found += [path for path, value in leaves if _is_now(value, now) and path not in found]
+    if any(isinstance(v, str) and _CLOCK.search(v) for p in found if p for v in [value_at(data, p)]):
+        found += [path for path, value in leaves
+                  if isinstance(value, str) and _CALENDAR.fullmatch(value.strip()) and path not in found]
     return found
 
 

@@ -24,7 +24,7 @@ from ajet.generate.demos import generate_demos
 from ajet.generate.explore import explore_server
 from ajet.generate.explore_values import arg_specs
 from ajet.jsonl import read_rows
-from ajet.generate.result_data import changed_paths, clock_readings, says_nothing, structured, with_calendar
+from ajet.generate.result_data import changed_paths, says_nothing, structured, volatile_paths
 from ajet.generate.schedule import MIN_REFUSED
 from ajet.generate.text_values import description_values, format_values, hint_items, hint_values, pattern_values
 
@@ -169,19 +169,21 @@ def test_says_nothing_and_changed_paths_by_hand():
     assert changed_paths("same", "same") == [] and changed_paths("x", "y") == [()]
     # every date beside a clock reading counts, even one that never changes (an opening day): two calls a
     # second apart cannot tell them apart, and a reference lost is cheaper than one wrong tomorrow
+    now = datetime(2027, 5, 1, 10, 1, 30, tzinfo=timezone.utc)
     reading = {"now": "2027-05-01T10:01:00", "weekday": "Saturday", "office": {"opened": "2020-01-06"}, "zone": "UTC"}
-    assert with_calendar(reading, [("now",)]) == [("now",), ("weekday",), ("office", "opened")]
+    assert volatile_paths(reading, reading, now) == [("now",), ("weekday",), ("office", "opened")]
     # a price that changed is no clock: the dates beside it stay references
-    assert with_calendar({"price": "12.5", "day": "2027-05-01"}, [("price",)]) == [("price",)]
+    assert volatile_paths({"price": "12.5", "day": "2027-05-01"}, {"price": "13.0", "day": "2027-05-01"}, now) == [("price",)]
+    assert volatile_paths({"price": "12.5"}, None, now) == [()]  # the repeat failed: nothing of it is a reference
     # the wall clock read in any zone, even when a repeat a second later read the same second
-    now = datetime(2027, 5, 1, 10, 0, 30, tzinfo=timezone.utc)
     tokyo = now.astimezone(timezone(timedelta(hours=9)))
-    assert clock_readings({"datetime": tokyo.isoformat(), "opened": "2020-01-06T09:00:00+09:00", "zone": "Asia/Tokyo",
-                           "local": (now + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat(),
-                           "stamp": int(now.timestamp()), "count": 12}, now) == [("datetime",), ("local",), ("stamp",)]
+    result = {"datetime": tokyo.isoformat(), "opened": "2020-01-06T09:00:00+09:00", "zone": "Asia/Tokyo",
+              "local": (now + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat(),
+              "stamp": int(now.timestamp()), "count": 12}
+    assert volatile_paths(result, result, now) == [("datetime",), ("local",), ("stamp",), ("opened",)]
     # a naive time seven minutes off the clock is a time of day, not a reading; nor is a date alone
-    assert clock_readings({"start": (now + timedelta(minutes=7)).replace(tzinfo=None).isoformat(),
-                           "day": "2027-05-01"}, now) == []
+    later = {"start": (now + timedelta(minutes=7)).replace(tzinfo=None).isoformat(), "day": "2027-05-01"}
+    assert volatile_paths(later, later, now) == []
 
 
 def test_labelled_text_is_data():
