@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
-from ajet.generate.glosses import spelled_for
+from ajet.generate.glosses import cities_for, spelled_for
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -83,6 +83,8 @@ class Candidate:
             said = next((k for k in reversed(given) if k.removeprefix("then ") == argument), None)
             if said is not None:
                 given[said] = unit
+        # a time zone the user gives is said as its city ('Tokyo'; the call sends 'Asia/Tokyo')
+        given.update(cities_for(given, self.key))
         return given
 
     @property

@@ -44,7 +44,7 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
 from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.result_data import same_value, says_nothing, structured, under, volatile_paths
 from ajet.generate.server import server_of
-from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, hint_values,
+from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, fits_format, hint_values,
                                        hinted_arguments, id_variants, is_id_argument)
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
@@ -210,7 +210,7 @@ class Explorer:
                     fits = [graph_value(leaf, [leaf.value]) for leaf in found if feeds(item, leaf)]
                 else:  # an id returned as a number (survey 101) goes to a text argument as text
                     fits = [graph_value(leaf, str(leaf.value) if spec.type == "string" else leaf.value)
-                            for leaf in found if feeds(spec, leaf, about)]
+                            for leaf in found if feeds(spec, leaf, about) and fits_format(spec, leaf.value)]
                     # (a search argument is not starved: its own wildcard results name what to search)
                     if not fits and (tool.name, spec.name) in self.starved and all(
                             v.origin == "generic" for v in self.pools[(tool.name, spec.name)].values()):
@@ -295,7 +295,8 @@ class Explorer:
             # the same call again: what changed between the two is never an answer nor passed on
             again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
             self.report.rechecks += 1
-            volatile = volatile_paths(outcome.result, again.result if again.error is None else None)
+            volatile = volatile_paths(outcome.result, again.result if again.error is None else None,
+                                      arguments=arguments)
             call_id = f"c{self.next_id:04d}"
             self.next_id += 1
             row = {"id": call_id, "tool": tool.name, "arguments": arguments, "content": outcome.content,

@@ -1,5 +1,6 @@
-"""Units a user names instead of an enum value: `units` described as "metric (°C, mm, km/h) or imperial
-(°F, in, mph)" is asked for as "in Fahrenheit" or "in inches", never "in imperial".
+"""What a user says instead of the value a call sends: units for an enum value (`units` described as
+"metric (°C, mm, km/h) or imperial (°F, in, mph)" is asked for as "in Fahrenheit" or "in inches", never
+"in imperial"), and a city for an IANA time zone ("Tokyo" for `Asia/Tokyo`).
 
 A result key that ends in one of those units (`temp_max_f`, `precip_in`, `wind_kmh`) says which unit
 the question asks in; the enum value in effect for the call (sent, or the default) says which value the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from functools import lru_cache
 from typing import Any
 
 from ajet.generate.phrasing import words
@@ -74,3 +76,40 @@ def spelled_for(step: dict[str, Any], path: list[Any], seed: str) -> dict[str, s
         return {}
     argument, spellings, _ = gloss
     return {argument: spellings[zlib.crc32(seed.encode("utf-8")) % len(spellings)]}
+
+
+# one question in CITY_SHARE says the zone as its city: users name cities, and the rest keep the model
+# copying a zone name a user does give
+CITY_SHARE = (3, 4)
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> frozenset[str]:
+    import zoneinfo
+
+    try:
+        return frozenset(zoneinfo.available_timezones())
+    except Exception:  # noqa: BLE001  (no tz database on this system: no zone is recognised)
+        return frozenset()
+
+
+def zone_city(value: Any) -> str | None:
+    """The city an IANA `Area/City` zone is named for, as people write it ('America/Goose_Bay' ->
+    'Goose Bay', 'America/Argentina/Buenos_Aires' -> 'Buenos Aires'); None for anything else ('UTC',
+    'Etc/GMT+5', a zone the tz database does not list). The convention of the IANA names, no city list."""
+    if not isinstance(value, str) or value.count("/") < 1 or value not in _zone_names():
+        return None
+    area, city = value.split("/", 1)[0], value.rsplit("/", 1)[-1]
+    if area in ("Etc", "SystemV") or not city[:1].isalpha() or not city[:1].isupper():
+        return None
+    return city.replace("_", " ")
+
+
+def cities_for(arguments: dict[str, Any], seed: str) -> dict[str, str]:
+    """{argument: city} for the zone arguments a question says as their city: all or none of a call's
+    zones, for CITY_SHARE of the candidates (`seed`), so that one question never mixes the two."""
+    cities = {name: city for name, value in arguments.items() if (city := zone_city(value))}
+    share, of = CITY_SHARE
+    if not cities or zlib.crc32(f"zone|{seed}".encode("utf-8")) % of >= share:
+        return {}
+    return cities

@@ -404,7 +404,9 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     last, first = steps[-1], steps[0]
     last_description = last.get("description") or ""
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-    conv = conversion_of(last["arguments"], last_description)
+    # one call's arguments as the question says them ('Tokyo' for Asia/Tokyo: Candidate.mention)
+    as_said = {k: given.get(k, v) for k, v in last["arguments"].items()} if len(steps) == 1 else last["arguments"]
+    conv = conversion_of(as_said, last_description)
     if conv and len(steps) > 1 and conv["amount_arg"] in {link["argument"] for link in last.get("inputs_from") or []}:
         return {"converted": _converted_chain(steps, given, conv, lex, rng)}
     if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]) \
@@ -421,7 +423,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
                      unit, what.count)
     # 'How much is the pages' taught the 135M model that 'How much ...' asks for a count of copies
     amount = numeric and not what.count and (bool(what.unit) or not isinstance(value, int))
-    pair = pair_of(first["arguments"]) if len(steps) == 1 else None
+    pair = pair_of(as_said) if len(steps) == 1 else None
     found: dict[str, list[str]] = {}
     # a bare answer key ('value', 'result') says what it is through the call's choices: monthly_stats(variable=
     # temperature, stat=max) -> 'the max temperature', not 'the value of temperature for max'

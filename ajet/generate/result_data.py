@@ -11,7 +11,8 @@ values change between two identical calls.
 - `changed_paths`: where two results of the same call differ. A value that changes between identical
   calls (a clock, a random quote, a live price) is never a reference answer, nor passed along a chain.
 - `volatile_paths`: those, and what reads the wall clock even when the repeat read the same second,
-  with the dates and weekdays beside a clock reading: what explore stores as a call's `volatile`.
+  with the dates and weekdays beside a clock reading, and the weekdays of a result dated today that no
+  argument dated: what explore stores as a call's `volatile`.
 
 Pure functions of the standard library's types.
 """
@@ -292,12 +293,15 @@ def value_at(data: Any, path: list[Any] | Path) -> Any:
     return data
 
 
-def volatile_paths(first: Any, again: Any | None, now: datetime | None = None) -> list[Path]:
+def volatile_paths(first: Any, again: Any | None, now: datetime | None = None,
+                   arguments: dict[str, Any] | None = None) -> list[Path]:
     """What of a result is no reference: the paths that differ from the same call made `again` ([()]: all
     of it, also when the repeat failed: None), the values that read the wall clock (`_is_now`: a repeat a
     second later can read the same second), and, when a clock reading is among them, the dates, weekdays
     and months beside it ({"now": "...T18:41:39", "weekday": "Monday"} keeps its weekday over two calls a
-    second apart, and a task whose answer is today's weekday is wrong tomorrow)."""
+    second apart, and a task whose answer is today's weekday is wrong tomorrow). A result dated today that
+    no argument dated (a time converted between zones lands on today's date) reads the calendar: its
+    weekday and month names are volatile too, its date-times not (their time of day is the answer)."""
     found = changed_paths(first, again) if again is not None else [()]
     now = now or datetime.now(timezone.utc)
     data = structured(first)
@@ -306,7 +310,25 @@ def volatile_paths(first: Any, again: Any | None, now: datetime | None = None) -
     if any(isinstance(v, str) and _CLOCK.search(v) for p in found if p for v in [value_at(data, p)]):
         found += [path for path, value in leaves
                   if isinstance(value, str) and _CALENDAR.fullmatch(value.strip()) and path not in found]
+    elif any(_is_today(value, now) for _, value in leaves) and not any(
+            isinstance(v, str) and _CALENDAR.search(v) for v in (arguments or {}).values()):
+        found += [path for path, value in leaves if isinstance(value, str) and path not in found
+                  and _CALENDAR.fullmatch(value.strip()) and not value.strip()[:1].isdigit()]
     return found
+
+
+def _is_today(value: Any, now: datetime) -> bool:
+    """Whether `value` is a date or date-time on the day of `now` in some zone (a day either side of UTC's)."""
+    if not isinstance(value, str):
+        return False
+    match = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:[T ].*)?", value.strip())
+    if not match:
+        return False
+    try:
+        day = datetime(*(int(g) for g in match.groups()), tzinfo=timezone.utc)
+    except ValueError:
+        return False
+    return abs((day.date() - now.date()).days) <= 1
 
 
 def under(path: list[Any] | Path, paths: list[list[Any]] | list[Path] | None) -> bool:

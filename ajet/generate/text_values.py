@@ -73,7 +73,7 @@ _YEAR = re.compile(r"(?<![\w-])((?:19|20)\d\d)(?![\w-])")
 # given real zone names, as a date format is given dates.
 _STANDARDS = re.compile(r"\bIANA\b|\btz ?database\b|\bOlson\b", re.IGNORECASE)
 _ZONE_AREAS = ("Africa", "America", "Asia", "Australia", "Europe", "Pacific")
-ZONES_TRIED = 12
+ZONES_TRIED = 24
 
 
 def time_zones(count: int = ZONES_TRIED) -> list[str]:
@@ -92,6 +92,23 @@ def named_formats(text: str) -> list[str]:
     """The formats a text names ('Expected HH:MM [24-hour format]' -> ['time'])."""
     text = text[:MAX_TEXT]
     return [name for pattern, name in _FORMATS if pattern.search(text)]
+
+
+# what a value of each format looks like (a time zone's date-time is still a date-time)
+_SHAPES = {"datetime": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", "date": r"\d{4}[-/]\d{2}[-/]\d{2}",
+           "date_us": r"\d{1,2}/\d{1,2}/\d{4}", "date_eu": r"\d{1,2}[/.]\d{1,2}[/.]\d{4}", "month": r"\d{4}-\d{2}",
+           "time_s": r"\d{1,2}:\d{2}:\d{2}", "time": r"\d{1,2}:\d{2}"}
+
+
+def fits_format(spec: ArgSpec, value: Any) -> bool:
+    """Whether a text value has the shape of the format the argument's schema or own description names
+    (any value when it names none): a time difference '+2.0h' is no time for 'Time (HH:MM)', and a server
+    answers every such call with the same format error."""
+    names = [_SCHEMA_FORMATS[spec.schema["format"]]] if spec.schema.get("format") in _SCHEMA_FORMATS else []
+    names += named_formats(spec.description or "")
+    if not names or not isinstance(value, str):
+        return True
+    return any(re.fullmatch(_SHAPES[name], value.strip()) for name in names)
 
 
 def _format_values(name: str, year: int) -> list[str]:
