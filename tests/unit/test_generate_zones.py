@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ajet.generate.explore_values import ArgSpec
 from ajet.generate.glosses import cities_for, zone_city
 from ajet.generate.result_data import volatile_paths
+from ajet.generate.text_values import fits_format
 
 from tests.unit.test_generate_rules import explore, tasks_of
 
@@ -31,8 +33,10 @@ CLOCKS = '''
             raise ValueError("Invalid time zone or time")
         moment = datetime.now(source).replace(hour=hour, minute=minute, second=0, microsecond=0)
         there = moment.astimezone(target)
+        offset = (there.utcoffset() - moment.utcoffset()).total_seconds() / 3600
         return {"source": {"zone": source_zone, "datetime": moment.isoformat(), "weekday": moment.strftime("%A")},
-                "target": {"zone": target_zone, "datetime": there.isoformat(), "weekday": there.strftime("%A")}}
+                "target": {"zone": target_zone, "datetime": there.isoformat(), "weekday": there.strftime("%A")},
+                "time_difference": f"{offset:+.1f}h"}
 '''
 
 
@@ -65,10 +69,23 @@ def test_a_result_dated_today_has_a_volatile_weekday_by_hand():
                           now, {"room": "R-1"}) == []
 
 
+def test_a_value_of_another_shape_than_the_named_format_feeds_nothing_by_hand():
+    time = ArgSpec("time", {"type": "string", "description": "Time of day in 24-hour format (HH:MM)."}, "string", True)
+    day = ArgSpec("day", {"type": "string", "format": "date"}, "string", True)
+    free = ArgSpec("note", {"type": "string", "description": "Any text."}, "string", True)
+    assert fits_format(time, "16:45") and fits_format(time, "9:30")
+    assert not fits_format(time, "+2.0h") and not fits_format(time, "2027-05-01T16:45:00+00:00")
+    assert fits_format(day, "2027-05-01") and not fits_format(day, "May 1st")
+    assert fits_format(free, "+2.0h") and fits_format(time, 7)  # no format named; not a text
+
+
 async def test_questions_name_cities_and_calls_send_zones(tmp_path):
-    _, kept, _, yaml = await explore(tmp_path, CLOCKS)
+    _, kept, dropped, yaml = await explore(tmp_path, CLOCKS)
     conversions = [r for r in kept if r["tool"] == "convert"]
     assert conversions
+    # the time difference a conversion returned ('+9.0h') is never sent as a time of day
+    assert all(":" in r["arguments"]["time"] for r in kept + dropped if r["tool"] == "convert"
+               and "time" in r["arguments"] and "probe" not in str(r["arguments"]["time"]))
     # the weekday of a conversion is today's: never an answer; the converted time is
     assert all(["target", "weekday"] in r.get("volatile", []) for r in conversions)
     rows = await tasks_of(yaml, tmp_path, n=40)
