@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 Path = tuple[Any, ...]
@@ -325,10 +325,10 @@ def _is_today(value: Any, now: datetime) -> bool:
     if not match:
         return False
     try:
-        day = datetime(*(int(g) for g in match.groups()), tzinfo=timezone.utc)
+        day = date(*(int(g) for g in match.groups()))
     except ValueError:
         return False
-    return abs((day.date() - now.date()).days) <= 1
+    return abs((day - now.date()).days) <= 1
 
 
 def under(path: list[Any] | Path, paths: list[list[Any]] | list[Path] | None) -> bool:
