@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import zlib
-from functools import lru_cache
 from typing import Any
 
 from ajet.generate.phrasing import words
+from ajet.generate.text_values import zone_names
 
 # how people spell a unit the descriptions abbreviate; an abbreviation that reads as an ordinary word
 # ('in', 'ft' beside 'in') is never said bare
@@ -83,21 +83,11 @@ def spelled_for(step: dict[str, Any], path: list[Any], seed: str) -> dict[str, s
 CITY_SHARE = (3, 4)
 
 
-@lru_cache(maxsize=1)
-def _zone_names() -> frozenset[str]:
-    import zoneinfo
-
-    try:
-        return frozenset(zoneinfo.available_timezones())
-    except Exception:  # noqa: BLE001  (no tz database on this system: no zone is recognised)
-        return frozenset()
-
-
 def zone_city(value: Any) -> str | None:
     """The city an IANA `Area/City` zone is named for, as people write it ('America/Goose_Bay' ->
     'Goose Bay', 'America/Argentina/Buenos_Aires' -> 'Buenos Aires'); None for anything else ('UTC',
     'Etc/GMT+5', a zone the tz database does not list). The convention of the IANA names, no city list."""
-    if not isinstance(value, str) or value.count("/") < 1 or value not in _zone_names():
+    if not isinstance(value, str) or value.count("/") < 1 or value not in zone_names():
         return None
     area, city = value.split("/", 1)[0], value.rsplit("/", 1)[-1]
     if area in ("Etc", "SystemV") or not city[:1].isalpha() or not city[:1].isupper():

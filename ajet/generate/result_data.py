@@ -307,13 +307,13 @@ def volatile_paths(first: Any, again: Any | None, now: datetime | None = None,
     data = structured(first)
     leaves = scalar_leaves(data)
     found += [path for path, value in leaves if _is_now(value, now) and path not in found]
+    calendar = [(path, value.strip()) for path, value in leaves
+                if isinstance(value, str) and path not in found and _CALENDAR.fullmatch(value.strip())]
     if any(isinstance(v, str) and _CLOCK.search(v) for p in found if p for v in [value_at(data, p)]):
-        found += [path for path, value in leaves
-                  if isinstance(value, str) and _CALENDAR.fullmatch(value.strip()) and path not in found]
+        found += [path for path, _ in calendar]
     elif any(_is_today(value, now) for _, value in leaves) and not any(
             isinstance(v, str) and _CALENDAR.search(v) for v in (arguments or {}).values()):
-        found += [path for path, value in leaves if isinstance(value, str) and path not in found
-                  and _CALENDAR.fullmatch(value.strip()) and not value.strip()[:1].isdigit()]
+        found += [path for path, text in calendar if not text[:1].isdigit()]  # names, not the dates
     return found
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ajet.generate.explore_values import ArgSpec, Value, in_range, item_spec, significant, tokens, typed
@@ -76,13 +77,21 @@ _ZONE_AREAS = ("Africa", "America", "Asia", "Australia", "Europe", "Pacific")
 ZONES_TRIED = 24
 
 
-def time_zones(count: int = ZONES_TRIED) -> list[str]:
-    """`count` IANA zone names spread over the areas (every k-th of the sorted list: deterministic)."""
+@lru_cache(maxsize=1)
+def zone_names() -> frozenset[str]:
+    """Every zone name of the system's tz database (empty where it has none)."""
     import zoneinfo
 
     try:
-        names = sorted(z for z in zoneinfo.available_timezones() if z.split("/")[0] in _ZONE_AREAS and z.count("/") == 1)
+        return frozenset(zoneinfo.available_timezones())
     except Exception:  # noqa: BLE001  (no tz database on this system: nothing to offer)
+        return frozenset()
+
+
+def time_zones(count: int = ZONES_TRIED) -> list[str]:
+    """`count` IANA zone names spread over the areas (every k-th of the sorted list: deterministic)."""
+    names = sorted(z for z in zone_names() if z.split("/")[0] in _ZONE_AREAS and z.count("/") == 1)
+    if not names:
         return []
     step = max(1, len(names) // count)
     return names[::step][:count]
@@ -100,12 +109,19 @@ _SHAPES = {"datetime": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*", "date": r"\d{4}[-/
            "time_s": r"\d{1,2}:\d{2}:\d{2}", "time": r"\d{1,2}:\d{2}"}
 
 
+def _formats_named(spec: ArgSpec, *texts: str) -> list[str]:
+    """The formats the schema's `format` and `texts` name for `spec`, each once, the schema's first."""
+    names = [_SCHEMA_FORMATS[spec.schema["format"]]] if spec.schema.get("format") in _SCHEMA_FORMATS else []
+    for text in texts:
+        names += [n for n in named_formats(text) if n not in names]
+    return names
+
+
 def fits_format(spec: ArgSpec, value: Any) -> bool:
     """Whether a text value has the shape of the format the argument's schema or own description names
     (any value when it names none): a time difference '+2.0h' is no time for 'Time (HH:MM)', and a server
     answers every such call with the same format error."""
-    names = [_SCHEMA_FORMATS[spec.schema["format"]]] if spec.schema.get("format") in _SCHEMA_FORMATS else []
-    names += named_formats(spec.description or "")
+    names = _formats_named(spec, spec.description)
     if not names or not isinstance(value, str):
         return True
     return any(re.fullmatch(_SHAPES[name], value.strip()) for name in names)
@@ -126,9 +142,7 @@ def format_values(spec: ArgSpec, *texts: str, scoped: tuple[str, ...] = ()) -> l
     a year a text names ("Day in 2024, YYYY-MM-DD" -> 2024-01-15, ...), else YEAR. `scoped` texts (a
     tool's description, the system prompt) give a format only to an argument that takes its kind (a
     date, a time): "start and end (HH:MM)" in a tool's description is no recipe for its room id."""
-    names = [_SCHEMA_FORMATS[spec.schema["format"]]] if spec.schema.get("format") in _SCHEMA_FORMATS else []
-    for text in texts:
-        names += [n for n in named_formats(text) if n not in names]
+    names = _formats_named(spec, *texts)
     for text in scoped:
         names += [n for n in named_formats(text) if n not in names and _takes(spec, _KIND[n])]
     if any(_STANDARDS.search(text[:MAX_TEXT]) for text in (*texts, *scoped)) and _takes(spec, "timezone"):
