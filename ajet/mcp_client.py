@@ -137,13 +137,29 @@ async def list_openai_tools(client: fastmcp.Client) -> list[dict[str, Any]]:
     return [tool_to_openai(tool) for tool in await client.list_tools()]
 
 
+def changes_state(tool: Any) -> bool | None:
+    """What an MCP tool's annotations say of it: True when `readOnlyHint` is false (a commit, a
+    checkout, a booking), False when it is true, None when the tool does not say."""
+    annotations = getattr(tool, "annotations", None)
+    # MCP SDK v2 names the field read_only_hint; v1 readOnlyHint
+    name = "read_only_hint" if hasattr(annotations, "read_only_hint") else "readOnlyHint"
+    hint = getattr(annotations, name, None)
+    return None if hint is None else not hint
+
+
 async def server_tools(server: str, base_dir: str | Path | None = None, timeout_s: float = 60.0) -> list[dict[str, Any]]:
-    """Connect once and list the tools; a server that does not start or answer is a ConfigError."""
+    """Connect once and list the tools as OpenAI specs; a server that does not start or answer is a
+    ConfigError."""
+    return [tool_to_openai(tool) for tool in await server_tool_list(server, base_dir, timeout_s)]
+
+
+async def server_tool_list(server: str, base_dir: str | Path | None = None, timeout_s: float = 60.0) -> list[Any]:
+    """Connect once and list the MCP `Tool`s as the server sends them (annotations and all)."""
     client = open_client(server, base_dir)
 
-    async def listed() -> list[dict[str, Any]]:
+    async def listed() -> list[Any]:
         async with client:
-            return await list_openai_tools(client)
+            return await client.list_tools()
 
     try:
         tools = await asyncio.wait_for(listed(), timeout_s)

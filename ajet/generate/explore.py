@@ -124,11 +124,15 @@ def drop_reason(outcome: Any, probed: list[str]) -> str:
 class Explorer:
     """The state of one exploration: candidate values per argument, the calls tried, the results."""
 
-    def __init__(self, tools: list[dict[str, Any]], cfg: AjetConfig, kept: JsonlAppender, dropped: JsonlAppender):
+    def __init__(self, tools: list[dict[str, Any]], cfg: AjetConfig, kept: JsonlAppender, dropped: JsonlAppender,
+                 writes: frozenset[str] = frozenset()):
         self.opts = cfg.generate.explore
         self.tools = [_Tool(t["function"]["name"], t["function"].get("description") or "",
                             arg_specs(t["function"].get("parameters"))) for t in tools]
         self.by_name = {t.name: t for t in self.tools}
+        self.writes = writes  # tools that say they change the server's state (MCP readOnlyHint false)
+        self.turn = self.tools  # the tools being called now (explore: the readers, then the writers)
+        self.reserved = 0  # calls of the budget kept for the tools of a later turn
         self.kept, self.dropped = kept, dropped
         self.rng = random.Random(self.opts.seed)
         self.pools: dict[tuple[str, str], dict[str, Value]] = defaultdict(dict)
@@ -152,6 +156,7 @@ class Explorer:
         self.max_chars = int(wargs.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS)
         prompt = str(wargs.get("system_prompt") or "")
         self.starved: set[tuple[str, str]] = set()  # string arguments nothing but a last resort gives a value
+        self.guessed: dict[tuple[str, str], set[str]] = defaultdict(set)  # values a starved one got by its key
         for tool in self.tools:
             for spec in tool.specs:
                 found = schema_values(spec) + description_values(spec, tool.description, tool.specs, prompt)
@@ -212,12 +217,17 @@ class Explorer:
                     fits = [graph_value(leaf, str(leaf.value) if spec.type == "string" else leaf.value)
                             for leaf in found if feeds(spec, leaf, about) and fits_format(spec, leaf.value)]
                     # (a search argument is not starved: its own wildcard results name what to search)
+                    guessed = self.guessed[(tool.name, spec.name)]
                     if not fits and (tool.name, spec.name) in self.starved and all(
-                            v.origin == "generic" for v in self.pools[(tool.name, spec.name)].values()):
-                        # nothing names a value for it: a text whose key the tool's description names
-                        # (git_show(revision) "shows the contents of a commit" <- a log's `Commit`)
+                            v.origin == "generic" or (key in guessed and not self.kept_rows[tool.name])
+                            for key, v in self.pools[(tool.name, spec.name)].items()):
+                        # nothing names a value for it (but guesses of this kind, none of which has
+                        # worked yet): a text whose key the tool's description names (git_show(revision)
+                        # "shows the contents of a commit" <- a log's `Commit`; a status's `new file`,
+                        # refused, does not stop the log's commits from being tried)
                         fits = [graph_value(leaf, leaf.value) for leaf in found if isinstance(leaf.value, str)
                                 and significant(leaf.key_words) and significant(leaf.key_words) <= tool.words]
+                        guessed.update(value_key(v.value) for v in fits)
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:
@@ -270,7 +280,7 @@ class Explorer:
     # ------------------------------------------------------------------ running calls
 
     def budget_left(self) -> int:
-        return self.opts.max_calls - sum(self.count.values())
+        return self.opts.max_calls - sum(self.count.values()) - self.reserved
 
     async def run(self, client: Any, tool: _Tool, arguments: dict[str, Any], origin: dict[str, str],
                   inputs_from: list[dict[str, Any]], probed: list[str] | None = None,
@@ -347,7 +357,7 @@ class Explorer:
     async def probe(self, client: Any) -> None:
         """Call each free-text argument once with a value no server knows, other required arguments
         filled with their best candidate, and read the valid values from the error."""
-        for tool in self.tools:
+        for tool in self.turn:
             for spec in tool.specs:
                 if self.timeouts[tool.name] >= _MAX_TIMEOUTS:
                     break
@@ -425,21 +435,32 @@ class Explorer:
     def _owed(self) -> int:
         """Tools that have had no real call yet (probes aside) and may still get one: each is owed one
         call of the budget before any tool gets a second."""
-        return sum(1 for t in self.tools if self.count[t.name] == self.probes[t.name]
+        return sum(1 for t in self.turn if self.count[t.name] == self.probes[t.name]
                    and self.timeouts[t.name] < _MAX_TIMEOUTS)
 
     async def explore(self, client: Any) -> None:
-        if self.opts.probe:
-            await self.probe(client)
-        per_tool, rounds = self.opts.max_calls_per_tool, self.opts.rounds
-        await self._rounds(client, per_tool, rounds)
-        await self.vary(client)
+        """Probe, rounds and variants; the tools that only read first, then those that write (when the
+        server's annotations say which), so that every reading shows the state the agent will meet: a
+        git server's status read after the explorer's own checkout and reset names the wrong branch
+        and no staged file. The writers' share of the budget is kept for them."""
+        readers = [t for t in self.tools if t.name not in self.writes]
+        writers = [t for t in self.tools if t.name in self.writes]
+        turns = [readers, writers] if readers and writers else [self.tools]
+        for i, turn in enumerate(turns):
+            later = sum(len(t) for t in turns[i + 1:])
+            self.turn = turn
+            self.reserved = math.ceil(self.budget_left() * later / (later + len(turn))) if later else 0
+            if self.opts.probe:
+                await self.probe(client)
+            await self._rounds(client, self.opts.max_calls_per_tool, self.opts.rounds)
+            await self.vary(client)
+        self.turn, self.reserved = self.tools, 0
 
     async def _rounds(self, client: Any, per_tool: int, rounds: int) -> None:
         for r in range(rounds):
             ran, limited = 0, False
             # tools never called go first: when the budget cannot reach every tool, as many get a call as it allows
-            order = sorted(self.tools, key=lambda t: self.count[t.name] > self.probes[t.name])
+            order = sorted(self.turn, key=lambda t: self.count[t.name] > self.probes[t.name])
             for i, tool in enumerate(order):
                 # probes do not eat into a pass's share, only into the tool's and the run's budget
                 share = math.ceil(per_tool * (r + 1) / rounds) - (self.count[tool.name] - self.probes[tool.name])
@@ -465,7 +486,7 @@ class Explorer:
         real result is kept as any call; a refusal (the server's own error, or a result that says
         nothing) is filed as `refused_variant` with the text the agent sees, and becomes a task whose
         answer reports it (ajet.generate.call_tasks), so the model learns to copy the user's id."""
-        for tool in self.tools:
+        for tool in self.turn:
             rows = self.kept_rows[tool.name]
             for spec in tool.specs:
                 known = sorted({str(r["arguments"][spec.name]) for r in rows if isinstance(
@@ -544,13 +565,15 @@ def _commonest(errors: Counter, n: int) -> str:
 async def explore_server(cfg: AjetConfig, out: Path, *, fresh: bool = False) -> ExploreReport:
     """Explore the config's MCP server and write the call bank to `out` (resuming from what is there).
     Raises GenerateError when no call works, naming the tools and the commonest errors."""
-    from ajet.mcp_client import open_client, server_tools
+    from ajet.mcp_client import changes_state, open_client, server_tool_list, tool_to_openai
 
     started = time.monotonic()
     server = server_of(cfg)
-    tools = await server_tools(server, cfg.base_dir)
+    listed = await server_tool_list(server, cfg.base_dir)
+    tools = [tool_to_openai(tool) for tool in listed]
+    writes = frozenset(tool.name for tool in listed if changes_state(tool))
     with JsonlAppender(out, fresh) as kept, JsonlAppender(dropped_path(out), fresh) as dropped:
-        explorer = Explorer(tools, cfg, kept, dropped)
+        explorer = Explorer(tools, cfg, kept, dropped, writes)
         explorer.resume()
         console.print(f"{len(tools)} tools on {server}; exploring up to {explorer.budget_left()} more calls "
                       f"({explorer.report.resumed} kept calls already in {out})")

@@ -237,7 +237,8 @@ def text_mentions(text: str) -> list[Mention]:
         found.append(Mention([float(low), float(high)], "", no_dates[:m.start()], "range"))
     for sentence in _SENTENCE.split(no_dates):
         clauses = [(m.group(1), sentence[:m.start()]) for m in re.finditer(r"\(([^()]{0,200})\)", sentence)]
-        clauses.append((re.sub(r"\([^()]*\)", " ", sentence), ""))
+        # (a bracket that held an example keeps its mark: "relative dates (e.g. ...), or ..." lists kinds)
+        clauses.append((re.sub(r"\([^()]*\)", lambda m: " \x00 " if "\x00" in m.group(0) else " ", sentence), ""))
         for body, before in clauses:
             label, _, listed = body.rpartition(":") if ":" in body else ("", "", body)
             items = _list_items(listed)

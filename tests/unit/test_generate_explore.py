@@ -242,6 +242,15 @@ def test_text_mentions_ignores_prose(text):
     assert text_mentions(text) == []
 
 
+def test_a_list_of_kinds_each_with_its_examples_gives_the_examples_not_the_kinds():
+    # mcp-server-git's git_log: "format", "relative dates" and "absolute dates" are kinds, no timestamps
+    text = ("Start timestamp for filtering commits. Accepts: ISO 8601 format (e.g., '2024-01-15T14:30:25'), "
+            "relative dates (e.g., '2 weeks ago', 'yesterday'), or absolute dates (e.g., '2024-01-15', 'Jan 15 2024')")
+    assert [(m.kind, m.values) for m in text_mentions(text)] == [
+        ("example", ["2024-01-15T14:30:25"]), ("example", ["2 weeks ago", "yesterday"]),
+        ("example", ["2024-01-15", "Jan 15 2024"])]
+
+
 @pytest.mark.parametrize("message, items", [
     ("unknown city 'x'; known citys: Houston, Dallas, New York", ["Houston", "Dallas", "New York"]),
     ("no data for year 2030; years available: 2019-2023", ["2019-2023"]),
