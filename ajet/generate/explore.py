@@ -58,6 +58,8 @@ _FEW = 2  # an id argument whose kept calls know this many values or fewer gets 
 _VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
 _FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
 _QUANTITY_VARIANTS = 4  # variants of each such value
+_DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a SHA-1 or SHA-256 in hex: a commit, an image, a blob
+_ABBREVIATED = 7  # characters of a digest said short (git's default abbreviation)
 _SAYS_NOTHING = "says nothing"  # the drop's error text for a result that tells nothing (result_data.says_nothing)
 
 
@@ -503,6 +505,7 @@ class Explorer:
                     await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [],
                                    variant_of=str(base["id"]))
             await self._vary_quantities(client, tool, rows)
+            await self._abbreviate(client, tool, rows)
 
     async def _vary_quantities(self, client: Any, tool: _Tool, rows: list[dict[str, Any]]) -> None:
         """Free text that carries quantities ('12 * 7', '55 mile/hour'), known in a few values only (the
@@ -522,6 +525,24 @@ class Explorer:
                     if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
                         continue
                     await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [])
+
+    async def _abbreviate(self, client: Any, tool: _Tool, rows: list[dict[str, Any]]) -> None:
+        """A hex digest (a git commit, an image id) is said abbreviated far more often than whole
+        ("who wrote 5ec3757?"): every other known one is called once more with its first
+        `_ABBREVIATED` characters, the rest of the arguments as a kept call had them; a server that
+        refuses the short form gets nothing of it. Without these a model has seen only whole digests,
+        and sends a short one to another tool."""
+        for spec in tool.specs:
+            if spec.type not in ("string", None):
+                continue
+            known = sorted({r["arguments"][spec.name] for r in rows
+                            if isinstance(r["arguments"].get(spec.name), str) and _DIGEST.fullmatch(r["arguments"][spec.name])})
+            for value in known[::2]:
+                base = next(r for r in rows if r["arguments"].get(spec.name) == value)
+                arguments = {**base["arguments"], spec.name: value[:_ABBREVIATED]}
+                if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                    continue
+                await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "abbreviated"}, [])
 
     def finish(self) -> None:
         """Name the tools left without a working call, and why; and those the budget never reached."""
