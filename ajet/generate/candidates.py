@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
-from ajet.generate.glosses import cities_for, spelled_for
+from ajet.generate.glosses import cities_for, days_for, spelled_for
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -85,6 +85,7 @@ class Candidate:
                 given[said] = unit
         # a time zone the user gives is said as its city ('Tokyo'; the call sends 'Asia/Tokyo')
         given.update(cities_for(given, self.key))
+        given.update(days_for(given, self.key))  # and a date in words ('March 2, 2024' for 2024-03-02)
         return given
 
     @property

@@ -44,7 +44,7 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
 from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.result_data import same_value, says_nothing, structured, under, volatile_paths
 from ajet.generate.server import server_of
-from ajet.generate.text_values import (ID_SHAPE, carries_quantity, description_values, fits_format, hint_values,
+from ajet.generate.text_values import (ID_SHAPE, carries_quantity, day_of, description_values, fits_format, hint_values,
                                        hinted_arguments, id_variants, is_id_argument)
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
@@ -219,6 +219,9 @@ class Explorer:
                     fits = [graph_value(leaf, str(leaf.value) if spec.type == "string" else leaf.value)
                             for leaf in found if feeds(spec, leaf, about) and fits_format(spec, leaf.value)]
                     # (a search argument is not starved: its own wildcard results name what to search)
+                    if not fits:  # a date argument (since, start_timestamp) takes the days results name:
+                        # a log's commit dates, so that a range asked by days has real values in the data
+                        fits = [graph_value(leaf, day) for leaf in found if (day := day_of(spec, leaf.value))]
                     guessed = self.guessed[(tool.name, spec.name)]
                     if not fits and (tool.name, spec.name) in self.starved and all(
                             v.origin == "generic" or (key in guessed and not self.kept_rows[tool.name])

@@ -1,6 +1,7 @@
 """What a user says instead of the value a call sends: units for an enum value (`units` described as
 "metric (°C, mm, km/h) or imperial (°F, in, mph)" is asked for as "in Fahrenheit" or "in inches", never
-"in imperial"), and a city for an IANA time zone ("Tokyo" for `Asia/Tokyo`).
+"in imperial"), a city for an IANA time zone ("Tokyo" for `Asia/Tokyo`), and a day in words for an
+ISO date ("March 2, 2024" for `2024-03-02`).
 
 A result key that ends in one of those units (`temp_max_f`, `precip_in`, `wind_kmh`) says which unit
 the question asks in; the enum value in effect for the call (sent, or the default) says which value the
@@ -15,7 +16,7 @@ import re
 import zlib
 from typing import Any
 
-from ajet.generate.phrasing import words
+from ajet.generate.phrasing import MONTHS, words
 from ajet.generate.text_values import zone_names
 
 # how people spell a unit the descriptions abbreviate; an abbreviation that reads as an ordinary word
@@ -103,3 +104,27 @@ def cities_for(arguments: dict[str, Any], seed: str) -> dict[str, str]:
     if not cities or zlib.crc32(f"zone|{seed}".encode("utf-8")) % of >= share:
         return {}
     return cities
+
+
+# one question in DAY_SHARE says an ISO date in words: users write "March 2, 2024", and the rest keep
+# the model copying a date a user does write as the server wants it
+DAY_SHARE = (1, 2)
+
+
+def day_words(value: Any) -> str | None:
+    """An ISO date as people write it ('2024-03-02' -> 'March 2, 2024'); None for anything else (a
+    date-time, an impossible date)."""
+    found = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", value) if isinstance(value, str) else None
+    if not found or not 1 <= int(found.group(2)) <= 12 or not 1 <= int(found.group(3)) <= 31:
+        return None
+    return f"{MONTHS[int(found.group(2)) - 1]} {int(found.group(3))}, {found.group(1)}"
+
+
+def days_for(arguments: dict[str, Any], seed: str) -> dict[str, str]:
+    """{argument: the day in words} for the ISO dates a question says in words: all or none of a
+    call's dates, for DAY_SHARE of the candidates (`seed`)."""
+    days = {name: said for name, value in arguments.items() if (said := day_words(value))}
+    share, of = DAY_SHARE
+    if not days or zlib.crc32(f"day|{seed}".encode("utf-8")) % of >= share:
+        return {}
+    return days

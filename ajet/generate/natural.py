@@ -184,6 +184,9 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
     if isinstance(value, bool):
         return flag_phrase(name, value)
     shown = show(value)
+    bound = _time_bound(name)
+    if bound and isinstance(value, str):  # start_timestamp='2024-03-02': 'since March 2, 2024'
+        return f"{bound} {shown}"
     spot = _placeholder(name, description)
     if spot:
         noun = _noun_of(name).split(" ")[-1]  # 'the C-42 customer', never 'the C-42 id'
@@ -214,6 +217,19 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
             return f"in {shown}"
         return f"with {noun} {shown}"
     return rng.choice([f"for {shown}", f"for {shown}", f"of {shown}", f"on {shown}"])
+
+
+_SINCE, _UNTIL = {"since", "after", "start", "from", "begin"}, {"until", "before", "end", "to"}
+
+
+def _time_bound(name: str) -> str | None:
+    """'since' or 'until' for an argument that bounds a span of time (start_timestamp, since, end_date,
+    until), None for any other (from_unit, start_room)."""
+    parts = set(words(name).split(" "))
+    if not parts & (_SINCE | _UNTIL) or not (parts & {"since", "until", "after", "before"}
+                                             or parts & {"date", "day", "time", "timestamp", "datetime"}):
+        return None
+    return "since" if parts & _SINCE else "until"
 
 
 def pair_of(arguments: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -465,7 +481,8 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     verbs = _verb_forms(what, last_description, given, steps, rng)
     if verbs:
         add("verb", verbs)
-    expressions = [v for v in given.values() if isinstance(v, str) and _EXPRESSION.fullmatch(v)]
+    expressions = [v for v in given.values() if isinstance(v, str) and _EXPRESSION.fullmatch(v)
+                   and not _CALENDAR_DATE.fullmatch(v)]  # 2025-03-04 is a day, not 2025 minus 3 minus 4
     if len(given) == 1 and expressions:  # a calculation: "What is 12 * 7?", not "the result for 12 * 7"
         said = expression_words(expressions[0], rng)
         found = {"expression": [f"What is {expressions[0]}?", f"Calculate {expressions[0]}.",
@@ -482,6 +499,9 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
 
 _OPERATOR_WORDS = {"**": ["to the power of", "raised to the power of"], "*": ["times", "multiplied by"],
                    "/": ["divided by", "over"], "+": ["plus", "added to"], "-": ["minus", "less"]}
+
+
+_CALENDAR_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}")
 
 
 def expression_words(expression: str, rng: random.Random) -> str | None:

@@ -37,6 +37,7 @@ ID_SHAPE = re.compile(r"(?<![\w-])(?:[A-Z][A-Za-z]{0,5}[-_]?|[a-z]{1,6}[-_])\d{2
 _NOTHING = re.compile(r"\b(?:no|not|none|nothing|zero)\b[^.\n]{0,40}?\b(?:found|results?|match(?:es|ing)?|exists?|"
                       r"available|records?|data|entries|items)\b|^\s*(?:none|null|n/?a|\[\]|\{\})\s*\.?\s*$",
                       re.IGNORECASE)
+_MAILBOX = re.compile(r"([^<>@\n]*[^<>@\s])\s*<([^<>@\s]+@[^<>@\s]+\.[^<>@\s]+)>")  # RFC 5322 'Name <address>'
 MAX_LINES = 400  # lines of a text result read as labelled lines
 
 
@@ -85,9 +86,15 @@ def _labelled(text: str) -> Any:
         if not found or "//" in found.group(2)[:2]:  # 'https://...' is no label
             continue
         label = found.group(1).strip()
+        if label.count("(") != label.count(")"):  # a line of code ('def last_frost(zone: str) -> str:')
+            continue
         if label in current:  # a label seen again starts the next record (a log of commits, a list of rows)
             records.append(current)
             current = {}
+        mailbox = _MAILBOX.fullmatch(found.group(2))
+        if mailbox:  # 'Author: Priya Raman <priya@example.dev>': who, and the address apart
+            current[label], current[f"{label} email"] = mailbox.group(1), mailbox.group(2)
+            continue
         current[label] = _scalar(found.group(2))
     if current:
         records.append(current)
