@@ -241,8 +241,11 @@ def changed_paths(first: Any, second: Any, limit: int = 200) -> list[Path]:
 
 
 _CLOCK = re.compile(r"\d{1,2}:\d{2}")
-_CALENDAR = re.compile(r"\d{4}-\d{2}-\d{2}.*|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|"
-                       r"april|may|june|july|august|september|october|november|december", re.IGNORECASE)
+_DAY_NAMES = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|"
+              r"september|october|november|december")
+_CALENDAR = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}.*|{_DAY_NAMES}", re.IGNORECASE)
+# an argument that dates the call: a date, or a weekday or month as a word ('June', not 'America/Juneau')
+_DATED_ARGUMENT = re.compile(rf"\d{{4}}-\d{{2}}-\d{{2}}|\b(?:{_DAY_NAMES})\b", re.IGNORECASE)
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
 _NEAR_S = 300  # a reading this close to the wall clock is the clock
 
@@ -319,7 +322,7 @@ def volatile_paths(first: Any, again: Any | None, now: datetime | None = None,
     if any(isinstance(v, str) and _CLOCK.search(v) for p in found if p for v in [value_at(data, p)]):
         found += [path for path, _ in calendar]
     elif any(_is_today(value, now) for _, value in leaves) and not any(
-            isinstance(v, str) and _CALENDAR.search(v) for v in (arguments or {}).values()):
+            isinstance(v, str) and _DATED_ARGUMENT.search(v) for v in (arguments or {}).values()):
         found += [path for path, text in calendar if not text[:1].isdigit()]  # names, not the dates
     return found
 

@@ -74,7 +74,7 @@ _YEAR = re.compile(r"(?<![\w-])((?:19|20)\d\d)(?![\w-])")
 # given real zone names, as a date format is given dates.
 _STANDARDS = re.compile(r"\bIANA\b|\btz ?database\b|\bOlson\b", re.IGNORECASE)
 _ZONE_AREAS = ("Africa", "America", "Asia", "Australia", "Europe", "Pacific")
-ZONES_TRIED = 24
+ZONES_TRIED = 48
 
 
 @lru_cache(maxsize=1)
@@ -88,9 +88,25 @@ def zone_names() -> frozenset[str]:
         return frozenset()
 
 
+@lru_cache(maxsize=1)
+def canonical_zones() -> frozenset[str]:
+    """The zones the tz database's `zone.tab` lists: one per region of a country, three-part names
+    (`America/Argentina/Buenos_Aires`) included, backward links (`Asia/Ashkhabad`, `Europe/Belfast`) not;
+    every zone name where no `zone.tab` is found."""
+    import zoneinfo
+    from pathlib import Path
+
+    for base in zoneinfo.TZPATH:
+        table = Path(base) / "zone.tab"
+        if table.is_file():
+            rows = [line.split("\t") for line in table.read_text(encoding="utf-8").splitlines()]
+            return frozenset(row[2] for row in rows if len(row) >= 3 and not row[0].startswith("#")) & zone_names()
+    return zone_names()
+
+
 def time_zones(count: int = ZONES_TRIED) -> list[str]:
     """`count` IANA zone names spread over the areas (every k-th of the sorted list: deterministic)."""
-    names = sorted(z for z in zone_names() if z.split("/")[0] in _ZONE_AREAS and z.count("/") == 1)
+    names = sorted(z for z in canonical_zones() if z.split("/")[0] in _ZONE_AREAS)
     if not names:
         return []
     step = max(1, len(names) // count)

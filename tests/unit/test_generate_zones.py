@@ -62,6 +62,9 @@ def test_a_result_dated_today_has_a_volatile_weekday_by_hand():
     # the weekdays and month move with the day of the call; the date-times keep their time of day as answers
     assert volatile_paths(converted, converted, now, {"time": "10:00"}) == [
         ("target", "weekday"), ("target", "month"), ("source", "weekday")]
+    # a zone that has a month inside a word ('America/Juneau') dates nothing
+    assert volatile_paths(converted, converted, now, {"zone": "America/Juneau", "time": "10:00"}) == [
+        ("target", "weekday"), ("target", "month"), ("source", "weekday")]
     # the same result for a date the user gave is no reading of the calendar
     assert volatile_paths(converted, converted, now, {"date": "2027-05-01", "time": "10:00"}) == []
     # nor is a result dated another day
