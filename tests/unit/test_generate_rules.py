@@ -336,7 +336,7 @@ ONE_ID = '''
 async def test_a_single_known_id_is_varied_and_refusals_teach_copying_it(tmp_path):
     report, kept, dropped, yaml = await explore(tmp_path, ONE_ID)
     refused = [d for d in dropped if d["reason"] == "refused_variant"]
-    # one id known: five of the same shape tried, so that the data shows six (explore._VARIANTS)
+    # one id known: five of the same shape tried, so that the data shows six (explore_variants._VARIANTS)
     assert len(refused) == 5 and {d["variant_of"] for d in refused} == {kept[0]["id"]}
     assert all(d["arguments"]["account_id"] != "A-4471" and len(d["arguments"]["account_id"]) == 6 for d in refused)
     assert all(d["content"] == json.dumps({"error": f"no account {d['arguments']['account_id']}"}, separators=(",", ":"))

@@ -1,0 +1,86 @@
+"""The calls `ajet generate explore` adds once the passes are done: other values of the same shape
+for an argument whose kept calls know few (an id, a quantity in free text), and a digest said short.
+A mixin of `ajet.generate.explore.Explorer`: it calls the explorer's `run`, `budget_left`, `tried`,
+`turn`, `kept_rows` and `opts`."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from ajet.generate.explore_values import value_key
+from ajet.generate.text_values import ID_SHAPE, carries_quantity, id_variants, is_id_argument
+
+_FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
+_VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
+_FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
+_QUANTITY_VARIANTS = 4  # variants of each such value
+_DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a SHA-1 or SHA-256 in hex: a commit, an image, a blob
+_ABBREVIATED = 7  # characters of a digest said short (git's default abbreviation)
+
+
+class VariedCalls:
+    async def vary(self, client: Any) -> None:
+        """Values of the same shape for an id argument whose kept calls know few values (`_FEW`): a
+        bank with one customer id teaches a model that constant, whatever the user says. Each variant
+        ('X-1234' -> 'X-5831') is called once, the rest of the arguments as a kept call had them: a
+        real result is kept as any call; a refusal (the server's own error, or a result that says
+        nothing) is filed as `refused_variant` with the text the agent sees, and becomes a task whose
+        answer reports it (ajet.generate.call_tasks), so the model learns to copy the user's id."""
+        for tool in self.turn:
+            rows = self.kept_rows[tool.name]
+            for spec in tool.specs:
+                known = sorted({str(r["arguments"][spec.name]) for r in rows if isinstance(
+                    r["arguments"].get(spec.name), str) and ID_SHAPE.fullmatch(r["arguments"][spec.name])})
+                if not is_id_argument(spec) or not 1 <= len(known) <= _FEW:
+                    continue
+                base = next(r for r in rows if r["arguments"].get(spec.name) == known[0])
+                # seeded by what they vary, not by the run's sampling: a resumed run draws the same ids
+                rng = random.Random(value_key([self.opts.seed, tool.name, spec.name, known[0]]))
+                for variant in id_variants(known[0], max(3, _VARIANTS - len(known)), rng, exclude=set(known)):
+                    arguments = {**base["arguments"], spec.name: variant}
+                    if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                        continue
+                    await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [],
+                                   variant_of=str(base["id"]))
+            await self._vary_quantities(client, tool, rows)
+            await self._abbreviate(client, tool, rows)
+
+    async def _vary_quantities(self, client: Any, tool: Any, rows: list[dict[str, Any]]) -> None:
+        """Free text that carries quantities ('12 * 7', '55 mile/hour'), known in a few values only (the
+        last-resort ones, say): the same text with other numbers, `_QUANTITY_VARIANTS` of each, so the
+        model sees many values where it would otherwise learn a few by heart. A refused one is dropped."""
+        for spec in tool.specs:
+            if spec.type not in ("string", None) or spec.schema.get("enum") or is_id_argument(spec):
+                continue
+            known = sorted({r["arguments"][spec.name] for r in rows if isinstance(r["arguments"].get(spec.name), str)})
+            if not known or len(known) > _FEW_QUANTITIES or not all(carries_quantity(v) for v in known):
+                continue
+            for value in known:
+                base = next(r for r in rows if r["arguments"].get(spec.name) == value)
+                rng = random.Random(value_key([self.opts.seed, tool.name, spec.name, value]))
+                for variant in id_variants(value, _QUANTITY_VARIANTS, rng, exclude=set(known)):
+                    arguments = {**base["arguments"], spec.name: variant}
+                    if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                        continue
+                    await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "variant"}, [])
+
+    async def _abbreviate(self, client: Any, tool: Any, rows: list[dict[str, Any]]) -> None:
+        """A hex digest (a git commit, an image id) is said abbreviated far more often than whole
+        ("who wrote 5ec3757?"): every other known one is called once more with its first
+        `_ABBREVIATED` characters, the rest of the arguments as a kept call had them; a server that
+        refuses the short form gets nothing of it. Without these a model has seen only whole digests,
+        and sends a short one to another tool."""
+        for spec in tool.specs:
+            if spec.type not in ("string", None):
+                continue
+            known = sorted({r["arguments"][spec.name] for r in rows
+                            if isinstance(r["arguments"].get(spec.name), str) and _DIGEST.fullmatch(r["arguments"][spec.name])})
+            for value in known[::2]:
+                base = next(r for r in rows if r["arguments"].get(spec.name) == value)
+                arguments = {**base["arguments"], spec.name: value[:_ABBREVIATED]}
+                if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                    continue
+                await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "abbreviated"}, [])
+
