@@ -105,12 +105,18 @@ def canonical_zones() -> frozenset[str]:
 
 
 def time_zones(count: int = ZONES_TRIED) -> list[str]:
-    """`count` IANA zone names spread over the areas (every k-th of the sorted list: deterministic)."""
-    names = sorted(z for z in canonical_zones() if z.split("/")[0] in _ZONE_AREAS)
-    if not names:
+    """`count` IANA zone names, as many from each area as from any other (every k-th of an area's
+    sorted names: deterministic): the tz database lists America's zones three times as often as
+    Asia's, and a model trained on a share that large puts any city in America (`America/Lagos`)."""
+    areas = [sorted(z for z in canonical_zones() if z.split("/")[0] == area) for area in _ZONE_AREAS]
+    areas = [names for names in areas if names]
+    if not areas:
         return []
-    step = max(1, len(names) // count)
-    return names[::step][:count]
+    picked: list[str] = []
+    for i, names in enumerate(areas):
+        share = count // len(areas) + (i < count % len(areas))
+        picked += names[::max(1, len(names) // share)][:share] if share else []
+    return sorted(picked)
 
 
 def named_formats(text: str) -> list[str]:
