@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from ajet.generate.explore_values import ArgSpec
 from ajet.generate.glosses import cities_for, zone_city
 from ajet.generate.result_data import volatile_paths
-from ajet.generate.text_values import fits_format
+from ajet.generate.text_values import canonical_zones, fits_format, time_zones, zone_names
 
 from tests.unit.test_generate_rules import explore, tasks_of
 
@@ -53,6 +55,22 @@ def test_a_zone_is_said_as_its_city_by_hand():
     assert all(s in ({}, {"from": "Tokyo", "to": "Lima"}) for s in said)
     assert sum(bool(s) for s in said) > len(said) / 2  # users name cities more often than zones
     assert cities_for({"zone": "UTC", "at": "09:30"}, "seed-0") == {}
+
+
+def test_the_zones_tried_are_canonical_and_even_over_the_areas_by_hand():
+    import zoneinfo
+    from collections import Counter
+    from pathlib import Path
+
+    if not any((Path(base) / "zone.tab").is_file() for base in zoneinfo.TZPATH):
+        pytest.skip("no zone.tab in the tz database (zoneinfo.TZPATH): the zones tried are every zone name")
+    assert "Asia/Ashkhabad" in zone_names() and "Asia/Ashkhabad" not in canonical_zones()  # a backward link
+    assert "America/Argentina/Buenos_Aires" in canonical_zones()
+    zones = time_zones(48)
+    areas = Counter(zone.split("/")[0] for zone in zones)
+    # America has three times Asia's zones in the database; a bank that large in it puts any city there
+    assert len(zones) == 48 and set(areas.values()) == {8} and len(areas) == 6
+    assert set(zones) <= canonical_zones() and any(zone.count("/") == 2 for zone in time_zones(96))
 
 
 def test_a_result_dated_today_has_a_volatile_weekday_by_hand():
