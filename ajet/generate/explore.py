@@ -216,7 +216,7 @@ class Explorer(VariedCalls):
                     if not fits:  # a date argument (since, start_timestamp) takes the days results name:
                         # a log's commit dates, so that a range asked by days has real values in the data
                         fits = [graph_value(leaf, day) for leaf in found if (day := day_of(spec, leaf.value))]
-                    guessed = self.guessed[(tool.name, spec.name)]
+                    guessed = self.guessed[(tool.name, spec.name)] if (tool.name, spec.name) in self.starved else set()
                     if not fits and (tool.name, spec.name) in self.starved and all(
                             v.origin == "generic" or (key in guessed and not self.kept_rows[tool.name])
                             for key, v in self.pools[(tool.name, spec.name)].items()):

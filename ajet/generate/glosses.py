@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from datetime import date
 from typing import Any
 
 from ajet.generate.phrasing import MONTHS, words
@@ -114,10 +115,13 @@ DAY_SHARE = (1, 2)
 def day_words(value: Any) -> str | None:
     """An ISO date as people write it ('2024-03-02' -> 'March 2, 2024'); None for anything else (a
     date-time, an impossible date)."""
-    found = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", value) if isinstance(value, str) else None
-    if not found or not 1 <= int(found.group(2)) <= 12 or not 1 <= int(found.group(3)) <= 31:
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         return None
-    return f"{MONTHS[int(found.group(2)) - 1]} {int(found.group(3))}, {found.group(1)}"
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        return None
+    return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
 
 
 def days_for(arguments: dict[str, Any], seed: str) -> dict[str, str]:

@@ -363,14 +363,17 @@ def day_of(spec: ArgSpec, value: Any) -> str | None:
     """The day a result's date or date-time names ('2024-04-02 09:05:00+00:00' -> '2024-04-02'), when
     `spec` takes a day (its name says date, since, timestamp, ...; or start/end with a description
     about dates; or a date format) and that day fits its format; else None."""
+    # the value first: it is called for every leaf of every result, and few leaves are dates
+    found = _DATED.fullmatch(value.strip()) if isinstance(value, str) and spec.type in ("string", None) else None
+    if found is None:
+        return None
     words = tokens(spec.name)
     dated = words & _DAY_WORDS or spec.schema.get("format") in ("date", "date-time") or (
         words & {"start", "end", "from", "to"} and re.search(r"\b(?:date|day|timestamp)s?\b", spec.description, re.I))
-    found = _DATED.fullmatch(value.strip()) if isinstance(value, str) and spec.type in ("string", None) else None
-    if not dated or found is None:
+    if not dated:
         return None
     # (a description that shows a bare day as an example takes one, whatever format it names first)
-    shows_day = re.search(r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w:-])", spec.description)
+    shows_day = any(m.group(2) is None for m in _DATE.finditer(spec.description))
     return found.group(1) if shows_day or fits_format(spec, found.group(1)) else None
 
 
