@@ -39,6 +39,7 @@ import zoo_fixtures  # noqa: E402
 import zoo  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
+import provenance  # noqa: E402
 from mcp_pipeline import cpu, rows, sft_checkpoint  # noqa: E402  (the same CPU label, row count and SFT checkpoint as the two-server benchmark)
 
 
@@ -170,7 +171,7 @@ def main() -> None:
     unknown = [n for n in names if n not in zoo.SERVERS]
     if unknown:
         parser.error(f"unknown zoo server(s): {', '.join(unknown)} (known: {', '.join(zoo.SERVERS)})")
-    started = time.time()
+    started, commit = time.time(), provenance.commit()  # the code the runs start with
     root = REPO / "runs" / "mcp_zoo_bench" / time.strftime("%Y%m%d-%H%M%S")
     listed = ", ".join(f"{n} ({side.get(n, '?')})" for n in names)
     print(f"cpu: {cpu()}; servers: {listed}; output under {root}", flush=True)
@@ -191,7 +192,7 @@ def main() -> None:
                       "trained_success": 0.0, "error": str(exc)[-1500:]}
             print(f"{name}: FAILED (scored 0) {result['error']}", flush=True)
         result.update(split=side.get(name, "?"), n=args.n, overrides=overrides, cpu=cpu(), val_limit=args.val_limit,
-                      when=time.strftime("%Y-%m-%d %H:%M"))
+                      when=time.strftime("%Y-%m-%d %H:%M"), commit=commit)
         results.append(result)
         if "error" not in result:
             print(f"{name} ({result['split']}): tools {result['tools_kept']}/{result['tools']}, tasks {result['tasks']}, "

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import measures
+import provenance
 from ajet.jsonl import read_rows
 from paired import gain
 from quickstart import cpu_flags
@@ -209,17 +210,6 @@ def heldout_clusters(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in rows}
 
 
-def _commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
-
-
 def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int], work: Path, *, quick: bool,
                  with_base: bool, extra: list[str], note: str = "", heldout_file: str | None = None) -> dict[str, Any]:
     """SFT, RL per seed, the evals, and the paired gain of one task: the row rl_gain.jsonl gets. With
@@ -234,7 +224,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
     pick = lambda part: [*section.get(part, []), *(QUICK[part] if quick else []), *extra]  # noqa: E731
     evals = [f"task_reader.val={heldout}", *pick("eval")]
     keys = [spec["measure"], *spec.get("also", [])]
-    started, commit = time.time(), _commit()  # the code the runs start with
+    started, commit = time.time(), provenance.commit()  # the code the runs start with
     phases: dict[str, float] = {}
 
     def timed(phase: str, fn, *args):
