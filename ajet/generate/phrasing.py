@@ -105,6 +105,9 @@ def _in_order(wanted: list[str], found: list[str]) -> bool:
     return all(any(w == f for f in it) for w in wanted)
 
 
+_REQUEST_LABELS = ("lookup:", "the user wants:")  # the labels of question_prompt's lines
+
+
 def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], tool_names: list[str]) -> str | None:
     """Why `question` cannot stand for the calls (a drop reason), or None when it can."""
     if len(_WORD.findall(question)) < 4:
@@ -112,6 +115,10 @@ def question_problem(question: str, mention: dict[str, Any], hidden: list[Any], 
     lowered = question.casefold()
     if any(name.casefold() in lowered for name in tool_names if "_" in name or len(name) > 12):
         return "names_a_tool"
+    # a writer that copies its request back ("Lookup: ... (time = 16:45, ...)") wrote no question
+    if any(label in lowered for label in _REQUEST_LABELS) or any(
+            re.search(rf"\b{re.escape(key.removeprefix('then '))}\s*=", question) for key in mention):
+        return "echoes_the_request"
     missing = [key for key, value in mention.items() if not said(key.removeprefix("then "), value, question)]
     if missing:
         return "misses_a_value"

@@ -91,6 +91,22 @@ def test_chains_follow_inputs_from_and_hide_the_passed_value(bank):
                                      seattle.hidden(), ["get_gas_price"]) == "names_a_tool"
 
 
+def test_a_writer_that_copies_its_request_back_wrote_no_question():
+    """Qwen2.5-Coder-1.5B, asked for a question on the zoo's dev time server, returned its request's own
+    lookup line once in 14; it gave every value, so only this check stops it."""
+    mention = {"source_timezone": "Asia/Jakarta", "time": "16:45", "target_timezone": "Asia/Novosibirsk"}
+    echoed = ("Lookup: Convert time between timezones (source_timezone = Asia/Jakarta, time = 16:45, "
+              "target_timezone = Asia/Novosibirsk)")
+    assert phrasing.question_problem(echoed, mention, [], ["convert_time"]) == "echoes_the_request"
+    assert phrasing.question_problem("Convert the time Asia/Jakarta 16:45 to Asia/Novosibirsk? time=16:45", mention,
+                                     [], []) == "echoes_the_request"
+    assert phrasing.question_problem("What is 16:45 in Asia/Jakarta in Asia/Novosibirsk time?", mention, [],
+                                     ["convert_time"]) is None
+    prompt = phrasing.question_prompt([{"tool": "convert_time", "description": "Convert time between timezones",
+                                        "arguments": mention}], "converted time", mention)
+    assert all(label in prompt.casefold() for label in phrasing._REQUEST_LABELS)  # the labels are the prompt's
+
+
 async def test_a_value_another_tool_also_returned_makes_a_chain_from_it_too():
     """Exploration fed convert_price from get_gas_price(Seattle); compare_prices(Boston, Seattle) returned
     the same 3.8 as `cheaper_price` (and as `price_b`), so "convert the cheaper one" is a chain as well,
