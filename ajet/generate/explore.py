@@ -216,17 +216,17 @@ class Explorer(VariedCalls):
                     if not fits:  # a date argument (since, start_timestamp) takes the days results name:
                         # a log's commit dates, so that a range asked by days has real values in the data
                         fits = [graph_value(leaf, day) for leaf in found if (day := day_of(spec, leaf.value))]
-                    guessed = self.guessed[(tool.name, spec.name)] if (tool.name, spec.name) in self.starved else set()
-                    if not fits and (tool.name, spec.name) in self.starved and all(
-                            v.origin == "generic" or (key in guessed and not self.kept_rows[tool.name])
-                            for key, v in self.pools[(tool.name, spec.name)].items()):
-                        # nothing names a value for it (but guesses of this kind, none of which has
-                        # worked yet): a text whose key the tool's description names (git_show(revision)
-                        # "shows the contents of a commit" <- a log's `Commit`; a status's `new file`,
-                        # refused, does not stop the log's commits from being tried)
+                    slot = (tool.name, spec.name)
+                    # nothing names a value for it (but guesses of this kind, none of which has worked
+                    # yet): a text whose key the tool's description names (git_show(revision) "shows the
+                    # contents of a commit" <- a log's `Commit`; a status's `new file`, refused, does not
+                    # stop the log's commits from being tried)
+                    if not fits and slot in self.starved and all(
+                            v.origin == "generic" or (key in self.guessed[slot] and not self.kept_rows[tool.name])
+                            for key, v in self.pools[slot].items()):
                         fits = [graph_value(leaf, leaf.value) for leaf in found if isinstance(leaf.value, str)
                                 and significant(leaf.key_words) and significant(leaf.key_words) <= tool.words]
-                        guessed.update(value_key(v.value) for v in fits)
+                        self.guessed[slot].update(value_key(v.value) for v in fits)
                 self.add(tool.name, spec.name, fits)
         for leaf in found:
             if isinstance(leaf.value, str) and len(self.loose) < _LOOSE_MAX:

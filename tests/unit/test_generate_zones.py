@@ -4,7 +4,10 @@ date, so its weekday is no answer (wrong tomorrow) while its time of day stays o
 
 from __future__ import annotations
 
+import zoneinfo
+from collections import Counter
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -58,10 +61,6 @@ def test_a_zone_is_said_as_its_city_by_hand():
 
 
 def test_the_zones_tried_are_canonical_and_even_over_the_areas_by_hand():
-    import zoneinfo
-    from collections import Counter
-    from pathlib import Path
-
     if not any((Path(base) / "zone.tab").is_file() for base in zoneinfo.TZPATH):
         pytest.skip("no zone.tab in the tz database (zoneinfo.TZPATH): the zones tried are every zone name")
     assert "Asia/Ashkhabad" in zone_names() and "Asia/Ashkhabad" not in canonical_zones()  # a backward link
