@@ -10,7 +10,7 @@ Nothing hand-written reaches the pipeline. Published servers are installed first
 stage, since a server's write tools (git commit, checkout) may have changed them.
 
     python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
-                                 [--rl] [--val-limit N] [key=value ...]
+                                 [--rl] [--val-limit N] [--data-only] [key=value ...]
 
 The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
 Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
@@ -105,7 +105,7 @@ def rebuild_fixtures(name: str) -> None:
 
 
 def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int | None, tools: list[str],
-             rl: bool = False) -> dict:
+             rl: bool = False, data_only: bool = False) -> dict:
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -123,6 +123,9 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int
     rebuild_fixtures(name)
     seconds["demos"] = run(["ajet", "generate", "demos", *conf, "--tasks", str(out / "tasks.jsonl"),
                             "--out", str(out / "sft.jsonl"), *common], out / "demos.log")
+    if data_only:
+        return {"server": name, "calls": rows(out / "calls.jsonl"), "tasks": rows(out / "tasks.jsonl"),
+                "demos": rows(out / "sft.jsonl"), "seconds": {k: round(v) for k, v in seconds.items()}}
     train = ["ajet", *conf, "--backbone=debug", f"output_dir={out / 'run'}", *common]
     if rl:
         # GRPO's tasks: the same bank phrased anew (another seed), questions the SFT demos never showed
@@ -163,6 +166,8 @@ def main() -> None:
                         "rl_success is the final one's")
     parser.add_argument("--val-limit", type=int, default=None, help="score only the first N val questions "
                         "(a smoke test; the reported figures use them all)")
+    parser.add_argument("--data-only", action="store_true", help="explore, tasks and demos only, no training or "
+                        "eval: the files a generator change alters, to compare two generators' output by hash")
     args, overrides = parser.parse_known_args()
     split = zoo.split()
     side = {name: part for part, names in split.items() for name in names}
@@ -181,6 +186,10 @@ def main() -> None:
                                 "--servers", ",".join(published)], capture_output=True, text=True)
         print(setup.stdout.strip().splitlines()[-1] if setup.stdout.strip() else setup.stderr[-500:], flush=True)
     results = []
+    if args.data_only:
+        for name in names:
+            print(json.dumps(pipeline(name, args.n, overrides, root, None, [], data_only=True)), flush=True)
+        return
     for name in names:
         tools = tool_names(name)
         try:
