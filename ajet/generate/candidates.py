@@ -350,6 +350,42 @@ def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
     return False
 
 
+_SMALL = 10  # an integer below this in a line of text beside the passed id is as likely a coincidence
+
+
+def _stated_before(chain: list[dict[str, Any]], value: Any) -> bool:
+    """Whether an earlier call's plain-text result already states `value` on a line that names what it
+    passes on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" answers the trail's length, so a
+    trail_report(tr-133) after the search is needless (the keys of text like this are no field names
+    to compare, as the JSON results' are above). A small integer there is no evidence."""
+    if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL):
+        return False
+    if isinstance(value, (int, float)):
+        pattern = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]|\.\d)")
+        found = lambda line: any(float(m) == float(value) for m in pattern.findall(line))  # noqa: E731
+    else:
+        text = str(value).strip().casefold()
+        if len(text) < 3:
+            return False
+        found = lambda line: text in line.casefold()  # noqa: E731
+    for i, step in enumerate(chain[:-1]):
+        if not isinstance(step.get("result"), str) or _is_json(step["result"]):
+            continue  # JSON: compared by key (its records hold every field; a list of text lines read
+            # as records keeps their names and ids only)
+        passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
+        if any(p and p in line and found(line) for line in step["result"].splitlines() for p in passed):
+            return True
+    return False
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
@@ -423,7 +459,8 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             if item_label(last, path) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
-                                   or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)):
+                                   or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)
+                                   or _stated_before(chain, value)):
                 continue
             if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on

@@ -1,5 +1,6 @@
 """The calls `ajet generate explore` adds once the passes are done: other values of the same shape
-for an argument whose kept calls know few (an id, a quantity in free text), and a digest said short.
+for an argument whose kept calls know few (an id, a quantity in free text), a digest said short, and
+a span of days around one day a result names.
 A mixin of `ajet.generate.explore.Explorer`: it calls the explorer's `run`, `budget_left`, `tried`,
 `turn`, `kept_rows` and `opts`."""
 
@@ -7,10 +8,13 @@ from __future__ import annotations
 
 import random
 import re
+from datetime import date, timedelta
 from typing import Any
 
 from ajet.generate.explore_values import value_key
-from ajet.generate.text_values import ID_SHAPE, carries_quantity, id_variants, is_id_argument
+from ajet.generate.phrasing import time_bound
+from ajet.generate.result_data import scalar_leaves, structured
+from ajet.generate.text_values import ID_SHAPE, carries_quantity, day_of, id_variants, is_id_argument
 
 _FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
 _VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
@@ -18,6 +22,9 @@ _FEW_QUANTITIES = 6  # free text with quantities known in this many values or fe
 _QUANTITY_VARIANTS = 4  # variants of each such value
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a SHA-1 or SHA-256 in hex: a commit, an image, a blob
 _ABBREVIATED = 7  # characters of a digest said short (git's default abbreviation)
+_SPANS = 4  # days (spread over those results name) a span of days is called around
+_SPAN_MARGIN = (1, 3)  # days a span reaches either side of its day: at least one (a bound's time of day
+# may be the clock's), at most three, and never onto a neighbouring day a result names when it can help it
 
 
 class VariedCalls:
@@ -46,6 +53,7 @@ class VariedCalls:
                                    variant_of=str(base["id"]))
             await self._vary_quantities(client, tool, rows)
             await self._abbreviate(client, tool, rows)
+            await self._span_days(client, tool, rows)
 
     async def _vary_quantities(self, client: Any, tool: Any, rows: list[dict[str, Any]]) -> None:
         """Free text that carries quantities ('12 * 7', '55 mile/hour'), known in a few values only (the
@@ -84,3 +92,37 @@ class VariedCalls:
                     continue
                 await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "abbreviated"}, [])
 
+
+    async def _span_days(self, client: Any, tool: Any, rows: list[dict[str, Any]]) -> None:
+        """A tool bounded by a start and an end day (git_log's start_timestamp/end_timestamp, a booking
+        search's from/to) is asked by users with a span around what they look for ("who committed
+        between March 2 and March 10?"); the bank's spans come from descriptions and are wide, so every
+        record lies in them. Here each of up to `_SPANS` days that this tool's results name gets a call
+        spanning a few days around it (`_SPAN_MARGIN`), the tool's required arguments as its plainest
+        kept call had them; what the server answers is kept or dropped as any call."""
+        bounds = {time_bound(spec.name): spec for spec in tool.specs if spec.type in ("string", None)}
+        since, until = bounds.get("since"), bounds.get("until")
+        if since is None or until is None or not rows or day_of(since, "2000-01-01") is None \
+                or day_of(until, "2000-01-01") is None:
+            return
+        days = sorted({date.fromisoformat(day) for row in rows for _, leaf in scalar_leaves(structured(row.get("result")))
+                       if (day := day_of(since, leaf))})
+        if not days:
+            return
+        base = min(rows, key=lambda r: (len(r["arguments"]), value_key(r["arguments"])))
+        required = {spec.name for spec in tool.specs if spec.required} - {since.name, until.name}
+        step = max(1, len(days) // _SPANS)
+        near, far = _SPAN_MARGIN
+        for i in range(0, len(days), step)[:_SPANS]:
+            day = days[i]
+            before = days[i - 1] if i else day - timedelta(days=far + 1)
+            after = days[i + 1] if i + 1 < len(days) else day + timedelta(days=far + 1)
+            start = min(day - timedelta(days=near), max(day - timedelta(days=far), before + timedelta(days=1)))
+            end = max(day + timedelta(days=near), min(day + timedelta(days=far), after - timedelta(days=1)))
+            arguments = {**{k: v for k, v in base["arguments"].items() if k in required},
+                         since.name: start.isoformat(), until.name: end.isoformat()}
+            if self.budget_left() <= 0 or value_key([tool.name, arguments]) in self.tried:
+                continue
+            origin = {**{k: v for k, v in (base.get("origin") or {}).items() if k in required},
+                      since.name: "span", until.name: "span"}
+            await self.run(client, tool, arguments, origin, [])

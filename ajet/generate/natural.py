@@ -34,7 +34,7 @@ from typing import Any
 from ajet.generate.explore_values import tokens
 from ajet.generate.glosses import unit_gloss
 from ajet.generate.result_data import COUNT
-from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, words
+from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, time_bound, words
 
 _PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
@@ -184,7 +184,7 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
     if isinstance(value, bool):
         return flag_phrase(name, value)
     shown = show(value)
-    bound = _time_bound(name)
+    bound = time_bound(name)
     if bound and isinstance(value, str):  # start_timestamp='2024-03-02': 'since March 2, 2024'
         return f"{bound} {shown}"
     spot = _placeholder(name, description)
@@ -217,19 +217,6 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
             return f"in {shown}"
         return f"with {noun} {shown}"
     return rng.choice([f"for {shown}", f"for {shown}", f"of {shown}", f"on {shown}"])
-
-
-_SINCE, _UNTIL = {"since", "after", "start", "from", "begin"}, {"until", "before", "end", "to"}
-
-
-def _time_bound(name: str) -> str | None:
-    """'since' or 'until' for an argument that bounds a span of time (start_timestamp, since, end_date,
-    until), None for any other (from_unit, start_room)."""
-    parts = set(words(name).split(" "))
-    if not parts & (_SINCE | _UNTIL) or not (parts & {"since", "until", "after", "before"}
-                                             or parts & {"date", "day", "time", "timestamp", "datetime"}):
-        return None
-    return "since" if parts & _SINCE else "until"
 
 
 def pair_of(arguments: dict[str, Any]) -> tuple[str, str, str] | None:
@@ -586,6 +573,10 @@ def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Rand
     if pair is not None:
         placed.append(f"from {show(given[pair[0]])} to {show(given[pair[1]])}")
         given = {k: v for k, v in given.items() if k not in pair}
+    span = _time_span(given)
+    if span is not None:
+        placed.append(span[0])
+        given = {k: v for k, v in given.items() if k not in span[1]}
     for name, value in given.items():
         bare = name.removeprefix("then ")
         step = next((s for s in steps if bare in s["arguments"]), None)
@@ -593,6 +584,23 @@ def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Rand
         clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
         placed.append(place(bare, value, clause, rng))
     return placed
+
+
+_DAY_IN_WORDS = re.compile(r"([A-Z][a-z]+ \d{1,2}), (\d{4})")
+
+
+def _time_span(given: dict[str, Any]) -> tuple[str, tuple[str, str]] | None:
+    """A start and an end bound said together, as users say a span: 'between March 2 and March 10, 2024'
+    (one year said once), 'between 2024-03-02 and 2024-03-10'; with the two names it places."""
+    start = next((k for k, v in given.items() if isinstance(v, str) and time_bound(k.removeprefix("then ")) == "since"), None)
+    end = next((k for k, v in given.items() if isinstance(v, str) and time_bound(k.removeprefix("then ")) == "until"), None)
+    if start is None or end is None:
+        return None
+    first, second = show(given[start]), show(given[end])
+    a, b = _DAY_IN_WORDS.fullmatch(first), _DAY_IN_WORDS.fullmatch(second)
+    if a and b and a.group(2) == b.group(2):
+        first = a.group(1)
+    return f"between {first} and {second}", (start, end)
 
 
 def _converted_chain(steps: list[dict[str, Any]], given: dict[str, Any], conv: dict[str, str],

@@ -28,6 +28,19 @@ def words(key: Any) -> str:
     return " ".join(text.replace("_", " ").replace("-", " ").split()).lower()
 
 
+_SINCE, _UNTIL = {"since", "after", "start", "from", "begin"}, {"until", "before", "end", "to"}
+
+
+def time_bound(name: str) -> str | None:
+    """'since' or 'until' for an argument that bounds a span of time (start_timestamp, since, end_date,
+    until), None for any other (from_unit, start_room)."""
+    parts = set(words(name).split(" "))
+    if not parts & (_SINCE | _UNTIL) or not (parts & {"since", "until", "after", "before"}
+                                             or parts & {"date", "day", "time", "timestamp", "datetime"}):
+        return None
+    return "since" if parts & _SINCE else "until"
+
+
 def field_name(path: list[Any]) -> str:
     """The words of a result path's last key, with its parent key when it sits in an object of the
     result ('available oakwood' for ["available", "Oakwood"], 'fine usd' for ["loans", 0, "fine_usd"])."""
@@ -97,6 +110,9 @@ def said(name: str, value: Any, question: str) -> bool:
     if words(name).split(" ")[-1] == "month" and isinstance(value, int) and 1 <= value <= 12 \
             and re.search(rf"\b{MONTHS[value - 1]}\b", question, re.IGNORECASE):
         return True
+    day = re.fullmatch(rf"((?:{'|'.join(MONTHS)}) \d{{1,2}}), (\d{{4}})", value) if isinstance(value, str) else None
+    if day and re.search(rf"\b{day.group(1)} and (?:{'|'.join(MONTHS)}) \d{{1,2}}, {day.group(2)}\b", question):
+        return True  # the first day of a span whose year is said once ('between March 2 and March 10, 2024')
     return mentions(value, question)
 
 

@@ -59,8 +59,8 @@ def _scalar(text: str) -> Any:
 def structured(result: Any) -> Any:
     """`result` as data: dicts and lists as they are; text as the first of these it holds: JSON, a bare
     number, an HTML or Markdown table (a list of records by its header; [] when it has no rows),
-    labelled lines, or lines that each name one id ('- **Lake Serene** [tr-151]: ...' -> {"name",
-    "id"}); any other text stays text."""
+    labelled lines, or lines that each name one id ('- **Lake Serene** [tr-151]: 13.0 km round trip' ->
+    {"id", "name", "round_trip_km"}); any other text stays text."""
     if not isinstance(result, str):
         return result
     text = result.strip()
@@ -148,6 +148,7 @@ def _counted(text: str) -> Any:
     return dict(found)
 
 
+_QUANTITY = re.compile(r"(-?\d+(?:\.\d+)?)\s*([A-Za-z°%][A-Za-z/°%]{0,12})((?:\s+[a-z]{2,20}){0,3})")
 _BOLD = re.compile(r"\*\*([^*]{1,80})\*\*|__([^_]{1,80})__")
 
 
@@ -163,6 +164,17 @@ def _id_lines(text: str) -> Any:
         name = (bold.group(1) or bold.group(2)) if bold else line.split(ids[0])[0].strip(" -*•[(:#\t")
         if name and len(name) <= 80 and not ID_SHAPE.search(name):
             record["name"] = name.strip()
+        for part in line.split(ids[0], 1)[1].lstrip(" ])*:-").split(","):
+            amount = _QUANTITY.fullmatch(part.strip())
+            if amount:  # '13.0 km round trip, 820 m gain': {"round_trip_km": 13.0, "gain_m": 820}
+                first, rest = amount.group(2), amount.group(3).split()
+                if len(first) > 3 and first.isalpha():  # '3 open tickets': no unit, all of it names the thing
+                    key = "_".join([first, *rest])
+                elif rest:  # a unit first ('km', 'm', '°C'): the thing, then its unit, as keys are named
+                    key = "_".join([*rest, first])
+                else:
+                    continue  # '45%': nothing names what it measures
+                record.setdefault(key, _scalar(amount.group(1)))
         records.append(record)
     return records if len(records) >= 1 and any("name" in r for r in records) else None
 
