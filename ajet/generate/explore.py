@@ -45,6 +45,7 @@ from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.result_data import same_value, says_nothing, structured, under, volatile_paths
 from ajet.generate.server import server_of
 from ajet.generate.explore_variants import VariedCalls
+from ajet.generate.phrasing import time_bound
 from ajet.generate.text_values import day_of, description_values, fits_format, hint_values, hinted_arguments
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
@@ -421,7 +422,7 @@ class Explorer(VariedCalls):
         for combo in combos:
             arguments = {a: v.value for a, v in combo.items() if v is not _OMIT}
             key = value_key([tool.name, arguments])
-            if key in self.tried or key in keys:
+            if key in self.tried or key in keys or _inverted(arguments):
                 continue
             keys.add(key)
             origin = {a: v.origin for a, v in combo.items() if v is not _OMIT}
@@ -514,6 +515,17 @@ def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str,
                 return {a: match if a == other else combo[other] if v.value == match.value and a != arg else v
                         for a, v in combo.items()}
     return combo
+
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _inverted(arguments: dict[str, Any]) -> bool:
+    """Whether a call's start bound is a later day than its end bound (start_timestamp 2024-04-09,
+    end_timestamp 2024-04-02): an empty span, no question a user asks, and a call spent for nothing."""
+    days = {time_bound(name): value[:10] for name, value in arguments.items()
+            if isinstance(value, str) and _ISO_DAY.match(value)}
+    return "since" in days and "until" in days and days["since"] > days["until"]
 
 
 def _commonest(errors: Counter, n: int) -> str:

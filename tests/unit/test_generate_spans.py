@@ -10,6 +10,7 @@ import random
 from datetime import date
 
 from ajet.generate.candidates import _stated_before
+from ajet.generate.explore import _inverted
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.natural import _places
 from ajet.generate.phrasing import said
@@ -62,8 +63,18 @@ def test_a_span_is_said_between_its_days_with_one_year_by_hand():
     assert not said("start_date", "March 2, 2024", question) and not said("start_date", "March 3, 2025", question)
 
 
+def test_a_span_that_ends_before_it_starts_is_not_called_by_hand():
+    assert _inverted({"start_timestamp": "2024-04-09", "end_timestamp": "2024-04-02T10:00:00"})
+    assert not _inverted({"start_timestamp": "2024-04-02", "end_timestamp": "2024-04-02T10:00:00"})
+    assert not _inverted({"since": "2024-04-09", "until": "2 weeks ago"})  # not a day: the server decides
+    assert not _inverted({"from_unit": "2024-04-09", "to_unit": "2024-04-02"})  # no time bounds
+
+
 async def test_a_span_of_days_around_a_logged_day_is_called_and_asked_as_users_ask(tmp_path):
-    _, kept, _, yaml = await explore(tmp_path, LOG)
+    _, kept, dropped, yaml = await explore(tmp_path, LOG)
+    called = [r["arguments"] for r in kept + dropped if r["tool"] == "commits" and all(
+        str(r["arguments"].get(k, ""))[:2] == "20" for k in ("start_date", "end_date"))]
+    assert called and not [a for a in called if a["start_date"] > a["end_date"]], called  # none ends before it starts
     narrow = _narrow(_spans(kept))
     assert len(narrow) >= 2, _spans(kept)  # the description's 2025-01-01..2025-12-31 holds all three
     assert all((b - a).days >= 2 for a, b in narrow)  # a day either side at least
