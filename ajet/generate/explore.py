@@ -42,7 +42,7 @@ from ajet.generate.explore_values import (ORIGINS, ArgSpec, Value, arg_specs, fe
                                           leaves, probe_value, schema_values, shared_paths, significant, tokens,
                                           value_key)
 from ajet.jsonl import JsonlAppender, dropped_path
-from ajet.generate.result_data import same_value, says_nothing, structured, under, volatile_paths
+from ajet.generate.result_data import changed_paths, same_value, says_nothing, structured, under, volatile_paths
 from ajet.generate.server import server_of
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.phrasing import time_bound
@@ -55,6 +55,7 @@ _OMIT = Value(None, "omitted")  # an optional argument left out of a call
 _RANK = {origin: i for i, origin in enumerate(ORIGINS)}
 _LOOSE_MAX = 40  # string values kept for free-text arguments that accept anything
 _MAX_TIMEOUTS = 2  # a tool that timed out this often is not called again: 400 calls x 30 s would be hours
+_READINGS = 3  # readings of a kept call before its result counts as stable
 _SAYS_NOTHING = "says nothing"  # the drop's error text for a result that tells nothing (result_data.says_nothing)
 
 
@@ -302,9 +303,13 @@ class Explorer(VariedCalls):
                 and not self._validated(tool, arguments, origin, outcome.result):
             outcome.error = _SAYS_NOTHING  # ran, but no reference: an empty list, the arguments echoed back
         if outcome.error is None and not probed:
-            # the same call again: what changed between the two is never an answer nor passed on
-            again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
-            self.report.rechecks += 1
+            # the same call again: what changed between the two is never an answer nor passed on; read
+            # until something changes or `_READINGS` agree (a random tip of six repeats one time in six)
+            for _ in range(_READINGS - 1):
+                again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+                self.report.rechecks += 1
+                if again.error is not None or changed_paths(outcome.result, again.result):
+                    break
             volatile = volatile_paths(outcome.result, again.result if again.error is None else None,
                                       arguments=arguments)
             call_id = f"c{self.next_id:04d}"

@@ -227,6 +227,13 @@ NOTHING_AND_CHANGES = '''
         now = datetime.datetime.now(datetime.timezone.utc)
         return {"now": now.strftime("%Y-%m-%dT%H:%M"), "weekday": now.strftime("%A"), "office": "Lisbon"}
 
+    tips, tip_reads = ["Carry water.", "Tell someone your route."], itertools.count()
+
+    @mcp.tool
+    def hiking_tip() -> str:
+        """A tip, at random (here: the same on two calls, then another, as a random pick can be)."""
+        return f"Tip: {tips[next(tip_reads) // 2 % 2]}"
+
     @mcp.tool
     def live_quote(symbol: str = "ACME") -> dict:
         """A live share price, e.g. ACME."""
@@ -241,8 +248,10 @@ async def test_calls_that_say_nothing_and_values_that_change_are_never_reference
     assert orders and {r["arguments"]["customer_id"] for r in orders} <= {"C-17", "C-42"}
     nothing = [d for d in dropped if d["reason"] == "says_nothing"]
     assert {d["tool"] for d in nothing} >= {"find_note"} and "find_note" in report.no_working_call
-    # each kept call was made twice; the clock's time and the quote's price changed between them
-    assert report.rechecks == len(kept)
+    # each kept call was made again until it changed or three readings agreed; the clock's time and the
+    # quote's price changed at once, the tip only at the third reading
+    assert len(kept) < report.rechecks < 2 * len(kept)
+    assert next(r for r in kept if r["tool"] == "hiking_tip")["volatile"] == [[]]
     clock = next(r for r in kept if r["tool"] == "server_clock")
     # its date and weekday did not change in a second, but they are a clock's reading too: wrong tomorrow
     assert clock["volatile"] == [["time"], ["date"], ["weekday"]]
