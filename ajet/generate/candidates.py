@@ -351,31 +351,31 @@ def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
 
 
 _SMALL = 10  # an integer below this in a line of text beside the passed id is as likely a coincidence
+_NUMBER_TOKEN = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?!\w|\.\d)")  # '15.3' in '15.3 km.', not 133 in 'tr-133'
 
 
 def _stated_before(chain: list[dict[str, Any]], value: Any) -> bool:
     """Whether an earlier call's plain-text result already states `value` on a line that names what it
     passes on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" answers the trail's length, so a
     trail_report(tr-133) after the search is needless (the keys of text like this are no field names
-    to compare, as the JSON results' are above). A small integer there is no evidence."""
-    if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL):
+    to compare, as the JSON results' are above). A small integer or a short text there is no evidence."""
+    if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL) \
+            or (isinstance(value, str) and len(value.strip()) < 3):
         return False
-    if isinstance(value, (int, float)):
-        pattern = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]|\.\d)")
-        found = lambda line: any(float(m) == float(value) for m in pattern.findall(line))  # noqa: E731
-    else:
-        text = str(value).strip().casefold()
-        if len(text) < 3:
-            return False
-        found = lambda line: text in line.casefold()  # noqa: E731
     for i, step in enumerate(chain[:-1]):
         if not isinstance(step.get("result"), str) or _is_json(step["result"]):
             continue  # JSON: compared by key (its records hold every field; a list of text lines read
             # as records keeps their names and ids only)
         passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
-        if any(p and p in line and found(line) for line in step["result"].splitlines() for p in passed):
+        if any(p and p in line and _states(line, value) for line in step["result"].splitlines() for p in passed):
             return True
     return False
+
+
+def _states(line: str, value: Any) -> bool:
+    if isinstance(value, (int, float)):
+        return any(float(token) == float(value) for token in _NUMBER_TOKEN.findall(line))
+    return str(value).strip().casefold() in line.casefold()
 
 
 def _is_json(text: str) -> bool:

@@ -92,7 +92,6 @@ class VariedCalls:
                     continue
                 await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "abbreviated"}, [])
 
-
     async def _span_days(self, client: Any, tool: Any, rows: list[dict[str, Any]]) -> None:
         """A tool bounded by a start and an end day (git_log's start_timestamp/end_timestamp, a booking
         search's from/to) is asked by users with a span around what they look for ("who committed

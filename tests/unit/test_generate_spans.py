@@ -137,6 +137,9 @@ def test_a_chain_whose_answer_the_passed_line_states_is_needless_by_hand():
     assert not _stated_before([search, report], 3.6)  # another trail's line
     assert not _stated_before([search, report], "Muddy by the creek.")  # the report's own news
     assert not _stated_before([search, {**report, "arguments": {"trail_id": "tr-101"}}], 5)  # small: no evidence
+    assert not _stated_before([search, report], 101)  # the digits of the passed id tr-101 are no quantity
+    ends = {**search, "result": "- **Cedar Loop** [tr-101] is 5.2."}
+    assert _stated_before([ends, report], 5.2)  # a number that ends a sentence
     as_json = {**search, "result": '[{"id": "tr-101", "note": "5.2 km"}]'}
     assert not _stated_before([as_json, report], 5.2)  # JSON is compared by key
 
