@@ -351,12 +351,13 @@ def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
 
 
 _SMALL = 10  # an integer below this in a line of text beside the passed id is as likely a coincidence
+_ROW_OR_LINE = re.compile(r"\n|(?=<tr[\s>])", re.IGNORECASE)  # an HTML table often comes on one line
 _NUMBER_TOKEN = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?!\w|\.\d)")  # '15.3' in '15.3 km.', not 133 in 'tr-133'
 
 
 def _stated_before(chain: list[dict[str, Any]], value: Any) -> bool:
-    """Whether an earlier call's plain-text result already states `value` on a line that names what it
-    passes on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" answers the trail's length, so a
+    """Whether an earlier call's plain-text result already states `value` on a line (or HTML table row)
+    that names what it passes on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" answers the trail's length, so a
     trail_report(tr-133) after the search is needless (the keys of text like this are no field names
     to compare, as the JSON results' are above). A small integer or a short text there is no evidence."""
     if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL) \
@@ -367,7 +368,7 @@ def _stated_before(chain: list[dict[str, Any]], value: Any) -> bool:
             continue  # JSON: compared by key (its records hold every field; a list of text lines read
             # as records keeps their names and ids only)
         passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
-        if any(p and p in line and _states(line, value) for line in step["result"].splitlines() for p in passed):
+        if any(p and p in line and _states(line, value) for line in _ROW_OR_LINE.split(step["result"]) for p in passed):
             return True
     return False
 

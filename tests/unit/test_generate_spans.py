@@ -140,6 +140,9 @@ def test_a_chain_whose_answer_the_passed_line_states_is_needless_by_hand():
     assert not _stated_before([search, report], 101)  # the digits of the passed id tr-101 are no quantity
     ends = {**search, "result": "- **Cedar Loop** [tr-101] is 5.2."}
     assert _stated_before([ends, report], 5.2)  # a number that ends a sentence
+    table = {**search, "result": "<table><tr><th>id</th><th>km</th></tr><tr><td>tr-101</td><td>5.2</td></tr>"
+                                 "<tr><td>tr-103</td><td>3.6</td></tr></table>"}  # one line, a row each
+    assert _stated_before([table, report], 5.2) and not _stated_before([table, report], 3.6)
     as_json = {**search, "result": '[{"id": "tr-101", "note": "5.2 km"}]'}
     assert not _stated_before([as_json, report], 5.2)  # JSON is compared by key
 
