@@ -355,22 +355,28 @@ _ROW_OR_LINE = re.compile(r"\n|(?=<tr[\s>])", re.IGNORECASE)  # an HTML table of
 _NUMBER_TOKEN = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?!\w|\.\d)")  # '15.3' in '15.3 km.', not 133 in 'tr-133'
 
 
-def _stated_before(chain: list[dict[str, Any]], value: Any) -> bool:
-    """Whether an earlier call's plain-text result already states `value` on a line (or HTML table row)
-    that names what it passes on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" answers the trail's length, so a
-    trail_report(tr-133) after the search is needless (the keys of text like this are no field names
-    to compare, as the JSON results' are above). A small integer or a short text there is no evidence."""
+def _passed_lines(chain: list[dict[str, Any]]) -> list[str]:
+    """The lines (or HTML table rows) of the chain's earlier plain-text results that name a value passed
+    on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" when trail_report(tr-133) follows. JSON results
+    are compared by key instead (their records hold every field; text lines read as records keep their
+    names and ids only)."""
+    lines = []
+    for i, step in enumerate(chain[:-1]):
+        if not isinstance(step.get("result"), str) or _is_json(step["result"]):
+            continue
+        passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
+        lines += [line for line in _ROW_OR_LINE.split(step["result"]) if any(p and p in line for p in passed)]
+    return lines
+
+
+def _stated_before(chain: list[dict[str, Any]], value: Any, lines: list[str] | None = None) -> bool:
+    """Whether a line that names what the chain passes on already states `value` (`_passed_lines`, given
+    or found): the trail's length on the search's line makes a trail_report after it needless. A small
+    integer or a short text there is no evidence."""
     if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL) \
             or (isinstance(value, str) and len(value.strip()) < 3):
         return False
-    for i, step in enumerate(chain[:-1]):
-        if not isinstance(step.get("result"), str) or _is_json(step["result"]):
-            continue  # JSON: compared by key (its records hold every field; a list of text lines read
-            # as records keeps their names and ids only)
-        passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
-        if any(p and p in line and _states(line, value) for line in _ROW_OR_LINE.split(step["result"]) for p in passed):
-            return True
-    return False
+    return any(_states(line, value) for line in (_passed_lines(chain) if lines is None else lines))
 
 
 def _states(line: str, value: Any) -> bool:
@@ -456,12 +462,13 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
         returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         last = parsed_result(chain[-1])
+        passed_lines = _passed_lines(chain) if len(chain) > 1 else []
         for path, value in answer_paths(chain[-1]):
             if item_label(last, path) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)
-                                   or _stated_before(chain, value)):
+                                   or _stated_before(chain, value, passed_lines)):
                 continue
             if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on

@@ -34,7 +34,7 @@ from typing import Any
 from ajet.generate.explore_values import tokens
 from ajet.generate.glosses import unit_gloss
 from ajet.generate.result_data import COUNT
-from ajet.generate.phrasing import MONTHS, NUMBER_WORDS, flag_phrase, show, time_bound, words
+from ajet.generate.phrasing import DAY_IN_WORDS, MONTHS, NUMBER_WORDS, flag_phrase, show, time_bound, words
 
 _PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
@@ -586,9 +586,6 @@ def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Rand
     return placed
 
 
-_DAY_IN_WORDS = re.compile(r"([A-Z][a-z]+ \d{1,2}), (\d{4})")
-
-
 def _time_span(given: dict[str, Any]) -> tuple[str, tuple[str, str]] | None:
     """A start and an end bound said together, as users say a span: 'between March 2 and March 10, 2024'
     (one year said once), 'between 2024-03-02 and 2024-03-10'; with the two names it places."""
@@ -597,7 +594,7 @@ def _time_span(given: dict[str, Any]) -> tuple[str, tuple[str, str]] | None:
     if start is None or end is None:
         return None
     first, second = show(given[start]), show(given[end])
-    a, b = _DAY_IN_WORDS.fullmatch(first), _DAY_IN_WORDS.fullmatch(second)
+    a, b = DAY_IN_WORDS.fullmatch(first), DAY_IN_WORDS.fullmatch(second)
     if a and b and a.group(2) == b.group(2):
         first = a.group(1)
     return f"between {first} and {second}", (start, end)

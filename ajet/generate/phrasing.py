@@ -96,6 +96,10 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
           "November", "December"]
 
 
+_MONTH_DAY = rf"(?:{'|'.join(MONTHS)}) \d{{1,2}}"
+DAY_IN_WORDS = re.compile(rf"({_MONTH_DAY}), (\d{{4}})")  # 'March 2, 2024', as glosses.day_words writes a day
+
+
 def said(name: str, value: Any, question: str) -> bool:
     """Whether `question` gives argument `name`'s value: a boolean by its phrase ('including tax'), a
     month number by its name ('in March'), anything else as `mentions` reads it."""
@@ -110,8 +114,8 @@ def said(name: str, value: Any, question: str) -> bool:
     if words(name).split(" ")[-1] == "month" and isinstance(value, int) and 1 <= value <= 12 \
             and re.search(rf"\b{MONTHS[value - 1]}\b", question, re.IGNORECASE):
         return True
-    day = re.fullmatch(rf"((?:{'|'.join(MONTHS)}) \d{{1,2}}), (\d{{4}})", value) if isinstance(value, str) else None
-    if day and re.search(rf"\b{day.group(1)} and (?:{'|'.join(MONTHS)}) \d{{1,2}}, {day.group(2)}\b", question):
+    day = DAY_IN_WORDS.fullmatch(value) if isinstance(value, str) else None
+    if day and re.search(rf"\b{day.group(1)} and {_MONTH_DAY}, {day.group(2)}\b", question):
         return True  # the first day of a span whose year is said once ('between March 2 and March 10, 2024')
     return mentions(value, question)
 
