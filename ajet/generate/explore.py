@@ -285,9 +285,11 @@ class Explorer(VariedCalls):
 
     async def run(self, client: Any, tool: _Tool, arguments: dict[str, Any], origin: dict[str, str],
                   inputs_from: list[dict[str, Any]], probed: list[str] | None = None,
-                  variant_of: str | None = None) -> bool:
+                  variant_of: str | None = None, seeking: bool = False) -> bool:
         """Run one call and file it; True when it was kept. `variant_of`: the kept call this one varies
-        (`vary`): refused, it is filed as `refused_variant` with the text the agent would see."""
+        (`vary`): refused, it is filed as `refused_variant` with the text the agent would see. `seeking`:
+        a try of a day search (`seek_days`): kept only when its result says something, else filed as
+        `day_search`."""
         from ajet.mcp_client import call_tool
 
         probed = probed or []
@@ -300,7 +302,7 @@ class Explorer(VariedCalls):
             self.used[(tool.name, arg)].add(value_key(value))
         outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
         if outcome.error is None and not probed and says_nothing(outcome.result, arguments) \
-                and not self._validated(tool, arguments, origin, outcome.result):
+                and (seeking or not self._validated(tool, arguments, origin, outcome.result)):
             outcome.error = _SAYS_NOTHING  # ran, but no reference: an empty list, the arguments echoed back
         if outcome.error is None and not probed:
             # the same call again: what changed between the two is never an answer nor passed on; read
@@ -334,6 +336,8 @@ class Explorer(VariedCalls):
         row = {"tool": tool.name, "arguments": arguments, "reason": reason, "error": outcome.error}
         if probed:
             row["probe"] = probed
+        if seeking and reason == "says_nothing":
+            row["reason"] = reason = "day_search"
         if variant_of is not None and reason in ("error_result", "tool_error", "says_nothing", "empty_result"):
             row.update(reason="refused_variant", refused=reason, content=outcome.content, variant_of=variant_of)
             reason = "refused_variant"
@@ -461,6 +465,9 @@ class Explorer(VariedCalls):
             if self.opts.probe:
                 await self.probe(client)
             await self._rounds(client, self.opts.max_calls_per_tool, self.opts.rounds)
+            found = await self.seek_days(client)
+            if found:
+                console.print(f"days with data found by a day search: {', '.join(found)}")
             await self.vary(client)
         self.turn, self.reserved = self.tools, 0
 

@@ -1,6 +1,7 @@
-"""The calls `ajet generate explore` adds once the passes are done: other values of the same shape
-for an argument whose kept calls know few (an id, a quantity in free text), a digest said short, and
-a span of days around one day a result names.
+"""The calls `ajet generate explore` adds once the passes are done: days that hold data for a dated
+tool whose every kept call came back empty, other values of the same shape for an argument whose kept
+calls know few (an id, a quantity in free text), a digest said short, and a span of days around one
+day a result names.
 A mixin of `ajet.generate.explore.Explorer`: it calls the explorer's `run`, `budget_left`, `tried`,
 `turn`, `kept_rows` and `opts`."""
 
@@ -9,11 +10,12 @@ from __future__ import annotations
 import random
 import re
 from datetime import date, timedelta
+from itertools import count
 from typing import Any
 
 from ajet.generate.explore_values import value_key
 from ajet.generate.phrasing import time_bound
-from ajet.generate.result_data import scalar_leaves, structured
+from ajet.generate.result_data import says_nothing, scalar_leaves, structured
 from ajet.generate.text_values import ID_SHAPE, carries_quantity, day_of, id_variants, is_id_argument
 
 _FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
@@ -25,9 +27,69 @@ _ABBREVIATED = 7  # characters of a digest said short (git's default abbreviatio
 _SPANS = 4  # days (spread over those results name) a span of days is called around
 _SPAN_MARGIN = (1, 3)  # days a span reaches either side of its day: at least one (a bound's time of day
 # may be the clock's), at most three, and never onto a neighbouring day a result names when it can help it
+_SEEK_STRIDE = 3  # days between two tries of a day search: any run of three days or more with data is met
+_SEEK_CALLS = 240  # most calls one day search spends (four anchors: ~2.5 months either side of each), and
+# never more than two thirds of the budget left: a miss costs one quick call, the rest is for the finds
+_SEEK_SPREAD = 3  # days either side of a day found with data that are tried too: its week is found whole
+_ON_FOUND = 16  # kept calls of each dated tool made again on the days found (cycling through them)
 
 
 class VariedCalls:
+    async def seek_days(self, client: Any) -> list[str]:
+        """Days that hold data, for a tool taking one day (a room's bookings on a date) whose every kept
+        call came back empty: the days tried came from a format or a description ('YYYY-MM-DD' gives
+        2025-06-02) and a server's data lies on days of its own (one seeded week, last quarter's
+        orders). Outward from each day tried and from today, every `_SEEK_STRIDE` days, the nearest
+        first, the tool is called with the rest of its plainest kept call until a result says
+        something; the days around that one are tried too (`_SEEK_SPREAD`). Then up to `_ON_FOUND`
+        kept calls of every tool taking a day are made again on the days found, so that the bank has
+        records to ask about and not only empty days. Misses are filed as `day_search`. ISO days only
+        (`YYYY-MM-DD`, a date-time's first ten characters). Returns the days found."""
+        dated = {tool.name: spec for tool in self.turn for spec in tool.specs if _takes_day(spec)}
+        empty = [tool for tool in self.turn if tool.name in dated and self.kept_rows[tool.name] and all(
+            says_nothing(row["result"], row["arguments"]) and _iso_day(row["arguments"].get(dated[tool.name].name))
+            for row in self.kept_rows[tool.name])]
+        if not empty:
+            return []
+        tool, spec = empty[0], dated[empty[0].name]
+        rows = self.kept_rows[tool.name]
+        base = min(rows, key=lambda r: (len(r["arguments"]), value_key(r["arguments"])))
+        anchors = sorted({date.fromisoformat(r["arguments"][spec.name][:10]) for r in rows} | {date.today()})
+        limit, spent, found = min(_SEEK_CALLS, self.budget_left() * 2 // 3), 0, None
+
+        async def data_on(day: date) -> bool:
+            nonlocal spent
+            arguments = {**base["arguments"], spec.name: _on_day(base["arguments"][spec.name], day)}
+            if value_key([tool.name, arguments]) in self.tried or spent >= limit:
+                return False
+            spent += 1
+            return await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "day_search"},
+                                  [], seeking=True)
+
+        for step in count(1):
+            if spent >= limit or found is not None:
+                break
+            for day in (anchor + timedelta(days=sign * step * _SEEK_STRIDE) for anchor in anchors for sign in (-1, 1)):
+                if await data_on(day):
+                    found = day
+                    break
+        if found is None:
+            return []
+        days = [found] + [found + timedelta(days=d) for d in range(-_SEEK_SPREAD, _SEEK_SPREAD + 1)
+                          if d and await data_on(found + timedelta(days=d))]
+        for other in self.turn:
+            if other.name not in dated:
+                continue
+            name = dated[other.name].name
+            known = [r for r in self.kept_rows[other.name] if _iso_day(r["arguments"].get(name))
+                     and r["arguments"][name][:10] not in {d.isoformat() for d in days}]
+            for i, row in enumerate(known[::max(1, len(known) // _ON_FOUND)][:_ON_FOUND]):
+                arguments = {**row["arguments"], name: _on_day(row["arguments"][name], days[i % len(days)])}
+                if self.budget_left() <= 0 or value_key([other.name, arguments]) in self.tried:
+                    continue
+                await self.run(client, other, arguments, {**row.get("origin", {}), name: "day_search"}, [])
+        return sorted(d.isoformat() for d in days)
+
     async def vary(self, client: Any) -> None:
         """Values of the same shape for an id argument whose kept calls know few values (`_FEW`): a
         bank with one customer id teaches a model that constant, whatever the user says. Each variant
@@ -125,3 +187,28 @@ class VariedCalls:
             origin = {**{k: v for k, v in (base.get("origin") or {}).items() if k in required},
                       since.name: "span", until.name: "span"}
             await self.run(client, tool, arguments, origin, [])
+
+
+def _takes_day(spec: Any) -> bool:
+    """Whether an argument takes one day (a date, not a span's bound: spans have `_span_days`)."""
+    return spec.type in ("string", None) and time_bound(spec.name) is None and day_of(spec, "2000-01-01") is not None
+
+
+def _iso_day(value: Any) -> bool:
+    return isinstance(value, str) and bool(_ISO_DAY.match(value)) and _valid_day(value[:10])
+
+
+def _valid_day(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _on_day(value: str, day: date) -> str:
+    """`value` (an ISO day or date-time) moved to `day`, its time of day kept."""
+    return day.isoformat() + value[10:]
+
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d])")

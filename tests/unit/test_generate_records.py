@@ -1,0 +1,90 @@
+"""Days that hold records, and the records asked about, on a small MCP server written for this test
+(never a zoo server): a tool taking one day whose every kept call came back empty (the days tried came
+from the 'YYYY-MM-DD' format, and the server's records lie on three days of its own) is called outward
+from the days tried until a day holds data; the days around it are tried too, and the kept calls of
+every tool taking a day are made again on the days found."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from ajet.generate import explore_variants
+from ajet.generate.explore_variants import _on_day
+
+from tests.unit.test_generate_rules import explore, tasks_of
+
+SHELTER = '''
+    from typing import Annotated
+    from pydantic import Field
+
+    SHELTERS = {"sh-11": "North Paws", "sh-12": "Harbor Rescue"}
+    INTAKE = {("sh-11", "2025-04-22"): ["Biscuit", "Pepper"], ("sh-11", "2025-04-23"): ["Mochi"],
+              ("sh-11", "2025-04-24"): ["Rex", "Luna", "Ziggy"], ("sh-12", "2025-04-24"): ["Olive"]}
+
+    @mcp.tool
+    def list_shelters() -> dict:
+        """The animal shelters, with their ids."""
+        return {"shelters": [{"shelter_id": k, "name": v} for k, v in SHELTERS.items()]}
+
+    @mcp.tool
+    def intake(shelter_id: Annotated[str, Field(description="Shelter id from list_shelters.")],
+               date: Annotated[str, Field(description="Day, YYYY-MM-DD.")]) -> dict:
+        """The animals a shelter took in on one day."""
+        if shelter_id not in SHELTERS:
+            return {"error": f"unknown shelter {shelter_id!r}"}
+        animals = [{"name": name, "kind": "dog" if len(name) % 2 else "cat"} for name in INTAKE.get((shelter_id, date), [])]
+        return {"shelter_id": shelter_id, "date": date, "animals": animals}
+
+    @mcp.tool
+    def volunteers(shelter_id: Annotated[str, Field(description="Shelter id from list_shelters.")],
+                   date: Annotated[str, Field(description="Day, YYYY-MM-DD.")]) -> dict:
+        """How many volunteers are on shift at a shelter on a day: 2, and 5 on a day with intake."""
+        if shelter_id not in SHELTERS:
+            return {"error": f"unknown shelter {shelter_id!r}"}
+        busy = any(day == date for _, day in INTAKE)
+        return {"shelter_id": shelter_id, "date": date, "on_shift": 5 if busy else 2}
+'''
+
+DATA_DAYS = {"2025-04-22", "2025-04-23", "2025-04-24"}
+
+
+def _with_data(kept: list[dict], tool: str) -> list[dict]:
+    return [r for r in kept if r["tool"] == tool and r["arguments"]["date"] in DATA_DAYS]
+
+
+async def test_a_day_tool_that_only_met_empty_days_is_searched_until_a_day_holds_records(tmp_path):
+    report, kept, dropped, yaml = await explore(tmp_path, SHELTER)
+    records = [r for r in _with_data(kept, "intake") if '"animals":[]' not in r["content"]]
+    # its days are found whole: every day with records is in the bank, not only the first one met
+    assert {r["arguments"]["date"] for r in records} == DATA_DAYS, records
+    # the other tool taking a day is made again on the days found (5 volunteers there, 2 elsewhere)
+    assert any('"on_shift":5' in r["content"] for r in _with_data(kept, "volunteers")), kept
+    # misses are filed as the search's, and cost what they cost: one call each, at most the cap
+    misses = [r for r in dropped if r["reason"] == "day_search"]
+    assert misses and report.dropped["day_search"] == len(misses) <= explore_variants._SEEK_CALLS
+    assert all(r["tool"] == "intake" and r["arguments"]["date"] not in DATA_DAYS for r in misses)
+    tasks = await tasks_of(yaml, tmp_path, n=60)
+    asked = [t for t in tasks if t["answer"]["calls"][-1]["name"] == "intake"
+             and t["answer"]["calls"][-1]["arguments"]["date"] in DATA_DAYS]
+    assert asked and any(t["answer"]["final"] not in (0, "0") for t in asked), asked
+
+
+async def test_without_the_search_the_bank_holds_no_record_of_that_tool(tmp_path, monkeypatch):
+    monkeypatch.setattr(explore_variants, "_SEEK_CALLS", 0)
+    report, kept, dropped, _ = await explore(tmp_path, SHELTER)
+    assert [r for r in kept if r["tool"] == "intake"] and not _with_data(kept, "intake")
+    assert report.dropped["day_search"] == 0
+
+
+async def test_a_search_that_finds_nothing_stops_at_its_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(explore_variants, "_SEEK_CALLS", 12)
+    body = SHELTER.replace('"2025-04-2', '"1990-04-2')  # records 35 years before any day tried
+    report, kept, dropped, _ = await explore(tmp_path, body)
+    assert report.dropped["day_search"] == 12
+    assert [r for r in kept if r["tool"] == "intake"]  # the empty days are still answers: no records that day
+
+
+def test_a_day_moves_with_its_time_of_day_by_hand():
+    assert _on_day("2025-06-02", date(2025, 4, 23)) == "2025-04-23"
+    assert _on_day("2025-06-02T09:30:00Z", date(2025, 4, 23)) == "2025-04-23T09:30:00Z"
+
