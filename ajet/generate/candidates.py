@@ -140,20 +140,23 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
 
 
 def _record_label(item: dict[str, Any], asked: Any, records: list[Any]) -> tuple[str, str] | None:
-    """The field that names one record of `records`: a title or name first ('common_name' too), else an
-    id-like key, else any short text no other record shares (a commit's message)."""
+    """The field that names one record of `records`: a title or name no other record shares first
+    ('common_name' too), else an id-like key, else any short text no other record shares (a commit's
+    message)."""
     def fits(key: Any, value: Any) -> bool:
         return key != asked and not isinstance(value, bool) and isinstance(value, (str, int)) \
             and 0 < len(str(value)) <= 60
+
+    def alone(key: Any, value: Any) -> bool:  # no other record has it: two "Customer call"s name neither
+        return sum(isinstance(r, dict) and same_value(r.get(key), value) for r in records) == 1
     for key, value in item.items():
-        if fits(key, value) and isinstance(value, str) and _words(key) & set(_LABELS):
+        if fits(key, value) and isinstance(value, str) and _words(key) & set(_LABELS) and alone(key, value):
             return str(key), value
     for key, value in item.items():
         if fits(key, value) and (_words(key) & {"id", "code", "sku", "number", "key"} or str(key).lower() == "id"):
             return str(key), str(value)
     for key, value in item.items():
-        if fits(key, value) and isinstance(value, str) and not re.match(r"\d{4}-\d{2}", value) and sum(
-                isinstance(r, dict) and same_value(r.get(key), value) for r in records) == 1:
+        if fits(key, value) and isinstance(value, str) and not re.match(r"\d{4}-\d{2}", value) and alone(key, value):
             return str(key), value
     return None
 

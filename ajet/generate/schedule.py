@@ -8,7 +8,10 @@ keeps two rules in every prefix of its order:
 
 - tools evenly: one task per single tool in turn, and within a tool its answer fields in turn (a
   tool whose result has five numbers gets no more tasks than one with a single number), numbers
-  before strings (a judge checks numbers exactly);
+  before strings (a judge checks numbers exactly); but where a tool's only number is the length of
+  a list (how many bookings), that length is one field in turn with the strings: first, it took
+  every task of a booking tool (67 of 67 on the zoo's rooms server), and no question asked who
+  booked the room or when;
 - a call goes on no more often than it stops: the chains that start with tool T (or with a
   shorter chain P that is itself a task) never outnumber the tasks that end there, so the question,
   not a prior, has to say whether a second call is needed; and chains stay within `chain_share`.
@@ -35,8 +38,8 @@ LOOKUP_RATIO = 3  # chains through a lookup per task that stops at it
 
 
 def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
-    """One tool sequence's candidates, fields in turn, numbers before strings, then again as the next
-    phrasing variant."""
+    """One tool sequence's candidates, fields in turn, numbers before strings (unless its only numbers
+    are lists' lengths), then again as the next phrasing variant."""
     fields: dict[str, list[Any]] = defaultdict(list)
     for cand in cands:
         fields[phrasing.field_name(cand.path)].append(cand)
@@ -45,8 +48,12 @@ def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
     names = list(fields)
     rng.shuffle(names)
     ordered: list[Any] = []
-    for tier in (False, True):  # numbers (every phrasing of them), then strings
-        lanes = [fields[f] for f in names if isinstance(fields[f][0].value, str) is tier]
+    # a list's length as the only number: asked first, it would take every task of the tool before
+    # one field of its records is asked once, so then all fields take their turn in one tier
+    counts_only = all(cand.path[-1:] == [COUNT] for cand in cands if not isinstance(cand.value, str))
+    tiers = [None] if counts_only else [False, True]
+    for tier in tiers:  # numbers (every phrasing of them), then strings
+        lanes = [fields[f] for f in names if tier is None or isinstance(fields[f][0].value, str) is tier]
         once: list[Any] = []
         for i in range(max((len(lane) for lane in lanes), default=0)):
             once += [lane[i] for lane in lanes if i < len(lane)]

@@ -2,14 +2,21 @@
 (never a zoo server): a tool taking one day whose every kept call came back empty (the days tried came
 from the 'YYYY-MM-DD' format, and the server's records lie on three days of its own) is called outward
 from the days tried until a day holds data; the days around it are tried too, and the kept calls of
-every tool taking a day are made again on the days found."""
+every tool taking a day are made again on the days found. A tool whose only number is its list's
+length gets its records' fields asked in turn with that length, not after every length question; and
+a record is named by a title only when no other record of its list has that title."""
 
 from __future__ import annotations
 
 from datetime import date
 
+import random
+
 from ajet.generate import explore_variants
+from ajet.generate.candidates import Candidate, item_label
 from ajet.generate.explore_variants import _on_day
+from ajet.generate.result_data import COUNT
+from ajet.generate.schedule import _queue
 
 from tests.unit.test_generate_rules import explore, tasks_of
 
@@ -67,6 +74,8 @@ async def test_a_day_tool_that_only_met_empty_days_is_searched_until_a_day_holds
     asked = [t for t in tasks if t["answer"]["calls"][-1]["name"] == "intake"
              and t["answer"]["calls"][-1]["arguments"]["date"] in DATA_DAYS]
     assert asked and any(t["answer"]["final"] not in (0, "0") for t in asked), asked
+    # its records are asked about (an animal's kind), not only how many came in
+    assert any(t["metadata"]["target"][-1] != COUNT for t in asked), [t["metadata"]["target"] for t in asked]
 
 
 async def test_without_the_search_the_bank_holds_no_record_of_that_tool(tmp_path, monkeypatch):
@@ -88,3 +97,28 @@ def test_a_day_moves_with_its_time_of_day_by_hand():
     assert _on_day("2025-06-02", date(2025, 4, 23)) == "2025-04-23"
     assert _on_day("2025-06-02T09:30:00Z", date(2025, 4, 23)) == "2025-04-23T09:30:00Z"
 
+
+def _cand(call: int, path: list, value: object) -> Candidate:
+    return Candidate([{"id": f"c{call:04d}", "tool": "bookings", "arguments": {}}], path, value)
+
+
+def test_a_list_length_alone_does_not_starve_the_records_fields_by_hand():
+    lengths = [_cand(i, ["bookings", COUNT], 3) for i in range(10)]
+    fields = [_cand(i, ["bookings", 0, key], f"{key} {i}") for i in range(10) for key in ("organizer", "start")]
+    first = [c.path[-1] for c in _queue(lengths + fields, random.Random(0), 2)[:6]]
+    assert {"organizer", "start", COUNT} <= set(first[:3]), first  # each field once before any twice
+    # a real number still goes first: the judge checks it exactly (a room's capacity before its name)
+    numbers = [_cand(i, ["bookings", 0, "seats"], 4 + i) for i in range(10)]
+    order = [c.path[-1] for c in _queue(lengths + fields + numbers, random.Random(0), 1)]
+    assert set(order[:20]) == {"seats", COUNT} and set(order[20:]) == {"organizer", "start"}
+
+
+def test_a_title_two_records_share_names_neither_by_hand():
+    day = {"bookings": [{"booking_id": "bk-1", "title": "Customer call", "organizer": "Ada"},
+                        {"booking_id": "bk-2", "title": "Customer call", "organizer": "Grace"},
+                        {"booking_id": "bk-3", "title": "Retro", "organizer": "Alan"}]}
+    assert item_label(day, ["bookings", 1, "organizer"]) == ("booking_id", "bk-2")
+    assert item_label(day, ["bookings", 2, "organizer"]) == ("title", "Retro")
+    no_ids = {"bookings": [{k: v for k, v in b.items() if k != "booking_id"} for b in day["bookings"]]}
+    assert item_label(no_ids, ["bookings", 1, "title"]) == ("organizer", "Grace")
+    assert item_label(no_ids, ["bookings", 1, "organizer"]) == ("", "")  # nothing names it: no question
