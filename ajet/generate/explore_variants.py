@@ -22,6 +22,7 @@ _FEW = 2  # an id argument whose kept calls know this many values or fewer gets 
 _VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
 _FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
 _QUANTITY_VARIANTS = 4  # variants of each such value
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")  # a day, or the day a date-time starts with
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a SHA-1 or SHA-256 in hex: a commit, an image, a blob
 _ABBREVIATED = 7  # characters of a digest said short (git's default abbreviation)
 _SPANS = 4  # days (spread over those results name) a span of days is called around
@@ -195,13 +196,11 @@ def _takes_day(spec: Any) -> bool:
 
 
 def _iso_day(value: Any) -> bool:
-    return isinstance(value, str) and bool(_ISO_DAY.match(value)) and _valid_day(value[:10])
-
-
-def _valid_day(text: str) -> bool:
+    if not isinstance(value, str) or not _ISO_DAY.match(value):
+        return False
     try:
-        date.fromisoformat(text)
-    except ValueError:
+        date.fromisoformat(value[:10])
+    except ValueError:  # 2025-02-30
         return False
     return True
 
@@ -209,6 +208,3 @@ def _valid_day(text: str) -> bool:
 def _on_day(value: str, day: date) -> str:
     """`value` (an ISO day or date-time) moved to `day`, its time of day kept."""
     return day.isoformat() + value[10:]
-
-
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}(?![\d])")

@@ -52,7 +52,7 @@ def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
     # one field of its records is asked once, so then all fields take their turn in one tier
     counts_only = all(cand.path[-1:] == [COUNT] for cand in cands if not isinstance(cand.value, str))
     tiers = [None] if counts_only else [False, True]
-    for tier in tiers:  # numbers (every phrasing of them), then strings
+    for tier in tiers:  # numbers (every phrasing of them), then strings; or all fields together
         lanes = [fields[f] for f in names if tier is None or isinstance(fields[f][0].value, str) is tier]
         once: list[Any] = []
         for i in range(max((len(lane) for lane in lanes), default=0)):
