@@ -372,14 +372,14 @@ def _passed_lines(chain: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _stated_before(chain: list[dict[str, Any]], value: Any, lines: list[str] | None = None) -> bool:
-    """Whether a line that names what the chain passes on already states `value` (`_passed_lines`, given
-    or found): the trail's length on the search's line makes a trail_report after it needless. A small
+def _stated_before(lines: list[str], value: Any) -> bool:
+    """Whether one of the lines that name what a chain passes on (`_passed_lines`) already states
+    `value`: the trail's length on the search's line makes a trail_report after it needless. A small
     integer or a short text there is no evidence."""
     if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL) \
             or (isinstance(value, str) and len(value.strip()) < 3):
         return False
-    return any(_states(line, value) for line in (_passed_lines(chain) if lines is None else lines))
+    return any(_states(line, value) for line in lines)
 
 
 def _states(line: str, value: Any) -> bool:
@@ -471,7 +471,7 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)
-                                   or _stated_before(chain, value, passed_lines)):
+                                   or _stated_before(passed_lines, value)):
                 continue
             if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on

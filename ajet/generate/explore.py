@@ -46,7 +46,7 @@ from ajet.generate.result_data import changed_paths, same_value, says_nothing, s
 from ajet.generate.server import server_of
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.phrasing import time_bound
-from ajet.generate.text_values import day_of, description_values, fits_format, hint_values, hinted_arguments
+from ajet.generate.text_values import ISO_DAY, day_of, description_values, fits_format, hint_values, hinted_arguments
 from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS
 
 console = Console()
@@ -529,14 +529,11 @@ def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str,
     return combo
 
 
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
 def _inverted(arguments: dict[str, Any]) -> bool:
     """Whether a call's start bound is a later day than its end bound (start_timestamp 2024-04-09,
     end_timestamp 2024-04-02): an empty span, no question a user asks, and a call spent for nothing."""
     days = {time_bound(name): value[:10] for name, value in arguments.items()
-            if isinstance(value, str) and _ISO_DAY.match(value)}
+            if isinstance(value, str) and ISO_DAY.match(value)}
     return "since" in days and "until" in days and days["since"] > days["until"]
 
 

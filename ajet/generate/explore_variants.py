@@ -16,13 +16,12 @@ from typing import Any
 from ajet.generate.explore_values import value_key
 from ajet.generate.phrasing import time_bound
 from ajet.generate.result_data import says_nothing, scalar_leaves, structured
-from ajet.generate.text_values import ID_SHAPE, carries_quantity, day_of, id_variants, is_id_argument
+from ajet.generate.text_values import ID_SHAPE, ISO_DAY, carries_quantity, day_of, id_variants, is_id_argument
 
 _FEW = 2  # an id argument whose kept calls know this many values or fewer gets same-shape variants (vary)
 _VARIANTS = 6  # distinct values such an argument should show in the data, known ones and variants together
 _FEW_QUANTITIES = 6  # free text with quantities known in this many values or fewer gets variants (vary)
 _QUANTITY_VARIANTS = 4  # variants of each such value
-_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")  # a day, or the day a date-time starts with
 _DIGEST = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a SHA-1 or SHA-256 in hex: a commit, an image, a blob
 _ABBREVIATED = 7  # characters of a digest said short (git's default abbreviation)
 _SPANS = 4  # days (spread over those results name) a span of days is called around
@@ -54,7 +53,7 @@ class VariedCalls:
             return []
         tool, spec = empty[0], dated[empty[0].name]
         rows = self.kept_rows[tool.name]
-        base = min(rows, key=lambda r: (len(r["arguments"]), value_key(r["arguments"])))
+        base = _plainest(rows)
         anchors = sorted({date.fromisoformat(r["arguments"][spec.name][:10]) for r in rows} | {date.today()})
         limit, spent, found = min(_SEEK_CALLS, self.budget_left() * 2 // 3), 0, None
 
@@ -78,18 +77,19 @@ class VariedCalls:
             return []
         days = [found] + [found + timedelta(days=d) for d in range(-_SEEK_SPREAD, _SEEK_SPREAD + 1)
                           if d and await data_on(found + timedelta(days=d))]
+        found_days = {d.isoformat() for d in days}
         for other in self.turn:
             if other.name not in dated:
                 continue
             name = dated[other.name].name
             known = [r for r in self.kept_rows[other.name] if _iso_day(r["arguments"].get(name))
-                     and r["arguments"][name][:10] not in {d.isoformat() for d in days}]
+                     and r["arguments"][name][:10] not in found_days]
             for i, row in enumerate(known[::max(1, len(known) // _ON_FOUND)][:_ON_FOUND]):
                 arguments = {**row["arguments"], name: _on_day(row["arguments"][name], days[i % len(days)])}
                 if self.budget_left() <= 0 or value_key([other.name, arguments]) in self.tried:
                     continue
                 await self.run(client, other, arguments, {**row.get("origin", {}), name: "day_search"}, [])
-        return sorted(d.isoformat() for d in days)
+        return sorted(found_days)
 
     async def vary(self, client: Any) -> None:
         """Values of the same shape for an id argument whose kept calls know few values (`_FEW`): a
@@ -171,7 +171,7 @@ class VariedCalls:
                        if (day := day_of(since, leaf))})
         if not days:
             return
-        base = min(rows, key=lambda r: (len(r["arguments"]), value_key(r["arguments"])))
+        base = _plainest(rows)
         required = {spec.name for spec in tool.specs if spec.required} - {since.name, until.name}
         step = max(1, len(days) // _SPANS)
         near, far = _SPAN_MARGIN
@@ -190,13 +190,18 @@ class VariedCalls:
             await self.run(client, tool, arguments, origin, [])
 
 
+def _plainest(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The kept call with the fewest arguments (the first by its arguments among equals)."""
+    return min(rows, key=lambda r: (len(r["arguments"]), value_key(r["arguments"])))
+
+
 def _takes_day(spec: Any) -> bool:
     """Whether an argument takes one day (a date, not a span's bound: spans have `_span_days`)."""
-    return spec.type in ("string", None) and time_bound(spec.name) is None and day_of(spec, "2000-01-01") is not None
+    return time_bound(spec.name) is None and day_of(spec, "2000-01-01") is not None
 
 
 def _iso_day(value: Any) -> bool:
-    if not isinstance(value, str) or not _ISO_DAY.match(value):
+    if not isinstance(value, str) or not ISO_DAY.match(value):
         return False
     try:
         date.fromisoformat(value[:10])

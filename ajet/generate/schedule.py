@@ -51,9 +51,10 @@ def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
     # a list's length as the only number: asked first, it would take every task of the tool before
     # one field of its records is asked once, so then all fields take their turn in one tier
     counts_only = all(cand.path[-1:] == [COUNT] for cand in cands if not isinstance(cand.value, str))
-    tiers = [None] if counts_only else [False, True]
-    for tier in tiers:  # numbers (every phrasing of them), then strings; or all fields together
-        lanes = [fields[f] for f in names if tier is None or isinstance(fields[f][0].value, str) is tier]
+    numbers = [fields[f] for f in names if not isinstance(fields[f][0].value, str)]
+    strings = [fields[f] for f in names if isinstance(fields[f][0].value, str)]
+    tiers = [[fields[f] for f in names]] if counts_only else [numbers, strings]
+    for lanes in tiers:  # numbers (every phrasing of them), then strings; or all fields together
         once: list[Any] = []
         for i in range(max((len(lane) for lane in lanes), default=0)):
             once += [lane[i] for lane in lanes if i < len(lane)]

@@ -356,6 +356,7 @@ def _takes(spec: ArgSpec, kind: str) -> bool:
 
 
 _DAY_WORDS = {"date", "day", "since", "until", "timestamp", "datetime", "after", "before"}
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")  # a day, or the day a date-time starts with
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?\s*(?:Z|[+-]\d{2}:?\d{2})?)?")
 
 

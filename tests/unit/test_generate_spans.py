@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from datetime import date
 
-from ajet.generate.candidates import _stated_before
+from ajet.generate.candidates import _passed_lines, _stated_before
 from ajet.generate.explore import _inverted
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.natural import _places
@@ -128,23 +128,27 @@ def test_a_line_naming_an_id_states_its_quantities_by_hand():
         {"id": "C-17", "name": "Acme", "orders": 12, "open_tickets": 3}]
 
 
+def _stated(chain: list[dict], value: object) -> bool:
+    return _stated_before(_passed_lines(chain), value)
+
+
 def test_a_chain_whose_answer_the_passed_line_states_is_needless_by_hand():
     search = {"id": "c1", "tool": "search", "arguments": {"area": "North Fork"},
               "result": "- **Cedar Loop** [tr-101]: 5.2 km round trip, 310 m gain\n- **Fern Gully** [tr-103]: 3.6 km"}
     report = {"id": "c2", "tool": "report", "arguments": {"trail_id": "tr-101"},
               "inputs_from": [{"call": "c1", "argument": "trail_id", "path": [0, "id"]}]}
-    assert _stated_before([search, report], 5.2) and _stated_before([search, report], 310)
-    assert not _stated_before([search, report], 3.6)  # another trail's line
-    assert not _stated_before([search, report], "Muddy by the creek.")  # the report's own news
-    assert not _stated_before([search, {**report, "arguments": {"trail_id": "tr-101"}}], 5)  # small: no evidence
-    assert not _stated_before([search, report], 101)  # the digits of the passed id tr-101 are no quantity
+    assert _stated([search, report], 5.2) and _stated([search, report], 310)
+    assert not _stated([search, report], 3.6)  # another trail's line
+    assert not _stated([search, report], "Muddy by the creek.")  # the report's own news
+    assert not _stated([search, {**report, "arguments": {"trail_id": "tr-101"}}], 5)  # small: no evidence
+    assert not _stated([search, report], 101)  # the digits of the passed id tr-101 are no quantity
     ends = {**search, "result": "- **Cedar Loop** [tr-101] is 5.2."}
-    assert _stated_before([ends, report], 5.2)  # a number that ends a sentence
+    assert _stated([ends, report], 5.2)  # a number that ends a sentence
     table = {**search, "result": "<table><tr><th>id</th><th>km</th></tr><tr><td>tr-101</td><td>5.2</td></tr>"
                                  "<tr><td>tr-103</td><td>3.6</td></tr></table>"}  # one line, a row each
-    assert _stated_before([table, report], 5.2) and not _stated_before([table, report], 3.6)
+    assert _stated([table, report], 5.2) and not _stated([table, report], 3.6)
     as_json = {**search, "result": '[{"id": "tr-101", "note": "5.2 km"}]'}
-    assert not _stated_before([as_json, report], 5.2)  # JSON is compared by key
+    assert not _stated([as_json, report], 5.2)  # JSON is compared by key
 
 
 async def test_a_search_that_states_the_answer_is_asked_alone(tmp_path):
