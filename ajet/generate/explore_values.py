@@ -17,6 +17,7 @@ Every function here is pure: schemas and results in, values out. `explore.py` ru
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -231,15 +232,29 @@ def schema_values(spec: ArgSpec) -> list[Value]:
     return out
 
 
+_ROUND_STEPS = (1, 2, 3, 5)  # round numbers are these times a power of ten: 20, 30, 50, 100, 200
+
+
+def _round_near(target: float) -> int:
+    """The round number (1, 2, 3 or 5 times a power of ten) nearest to `target` on a log scale."""
+    scale = 10 ** math.floor(math.log10(target))
+    options = [step * scale for step in (*_ROUND_STEPS, 10)]
+    return int(min(options, key=lambda option: abs(math.log(option / target))))
+
+
 def in_range(low: float, high: float, kind: str | None) -> list[float]:
-    """A few values from low to high: every integer of a short range, else the ends and the middle."""
+    """A few values from low to high: every integer of a short range; else the ends and, for
+    integers, the round numbers a user would say between them, spread on a log scale (15..600 ->
+    15, 30, 100, 200, 600: a 30-minute meeting, never a 307-minute one); for decimals the middle."""
     if high < low:
         return []
     if kind == "integer" and float(low).is_integer() and float(high).is_integer():
         low, high = int(low), int(high)
         if high - low <= 12:
             return list(range(low, high + 1))
-        return [low, low + 1, (low + high) // 2, high]
+        start = max(low, 1)
+        inside = [_round_near(start * (high / start) ** (i / 4)) for i in (1, 2, 3)]
+        return [low, *sorted({v for v in inside if low < v < high}), high]
     return [low, round((low + high) / 2, 4), high]
 
 

@@ -323,7 +323,7 @@ def test_generic_objects_ranges_in_errors_and_json_text_results():
         "kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}, "note": {"type": "string"}}}}})
     assert [v.value for v in generic_values(query)] == [{"kind": "a", "n": 1}]
     (limit,) = arg_specs({"properties": {"limit": {"type": "integer"}}})
-    assert [v.value for v in hint_values("limit must be between 1 and 50", limit)] == [1, 2, 25, 50]
+    assert [v.value for v in hint_values("limit must be between 1 and 50", limit)] == [1, 3, 10, 20, 50]
     assert [v.value for v in hint_values("no data for year 1; years available: 2019-2021", limit)] == [
         2019, 2020, 2021]
     # A server that sends JSON as text: its values are found all the same, the path is into that JSON.
