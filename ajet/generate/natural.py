@@ -34,21 +34,17 @@ from typing import Any
 from ajet.generate.explore_values import tokens
 from ajet.generate.glosses import unit_gloss
 from ajet.generate.result_data import COUNT
-from ajet.generate.phrasing import DAY_IN_WORDS, MONTHS, NUMBER_WORDS, flag_phrase, show, time_bound, words
+from ajet.generate.phrasing import show, words
+from ajet.generate.placement import (ID, MAX_DESCRIPTION, PREPOSITIONS, conversion_of, expression_words,
+                                       is_converted, noun_of, pair_of, placeholder, places, words_before)
 
-_PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
-_ARTICLES = "a|an|the|one|some|each|any|two|both"
 _STOP = {"and", "or", "a", "an", "the", "of", "in", "for", "at", "to", "by", "with", "on", "from", "per"}
-_ID = re.compile(r"[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z0-9-]*")
 _NAME = re.compile(r"[A-Z][A-Za-z.'-]*(?: [A-Za-z][A-Za-z.'-]*){0,5}")  # 'Ana Ruiz', 'Things Fall Apart'
 _EXPRESSION = re.compile(r"[\d\s().+\-*/^%]*\d[\d\s().]*[+\-*/^%][\d\s().+\-*/^%]*")  # '12 * 7', '(3 + 4) * 5'
-_UNITS = {"minutes", "minute", "hours", "hour", "days", "day", "weeks", "week", "seconds", "months", "years", "km",
-          "m", "mi", "miles", "kg", "g", "lb", "lbs", "usd", "eur", "percent", "pct", "mb", "gb"}
 # words that open a description as a verb ("Search the catalog", "Compare gas prices"): never a modifier
 _VERBS = {"search", "find", "get", "list", "compare", "convert", "look", "show", "return", "returns", "fetch"}
 _DIFFERENCE = {"difference", "diff", "delta", "gap", "spread"}
 _BARE_ANSWERS = {"value", "result", "amount", "total", "count"}
-MAX_DESCRIPTION = 1_000  # characters of a tool description read for phrasing: its first sentences say what it does
 
 
 def lexicon(texts: list[str]) -> dict[str, str]:
@@ -91,30 +87,16 @@ def _unit_index(tokens: list[str], lex: dict[str, str]) -> int:
     return len(tokens)
 
 
-def _words_before(text: str, end: int, most: int) -> list[str]:
-    """Up to `most` words right before position `end` of `text`, each letters or an apostrophe, nearest
-    last; [] when a word does not end right before it. A slice and a split, no backtracking regex: a
-    description can be a megabyte long."""
-    if end == 0 or not text[end - 1].isspace():
-        return []
-    found: list[str] = []
-    for word in reversed(text[max(0, end - 120):end].split()):
-        if len(found) == most or not re.fullmatch(r"[A-Za-z']+", word):
-            break
-        found.insert(0, word)
-    return found
-
-
 def _description_noun(head: str, description: str, lex: dict[str, str]) -> str | None:
     """The head noun with the modifiers the description puts right before it ('price' -> 'natural gas
     price' in "Natural gas price in a city"); None when it puts none ("Search the catalog by title")."""
     for chunk in re.split(r"[,.:;()=]", (description or "")[:MAX_DESCRIPTION]):
         found = next((m for m in re.finditer(rf"\b{re.escape(head)}\b", chunk, re.IGNORECASE)
-                      if _words_before(chunk, m.start(), 3)), None)
+                      if words_before(chunk, m.start(), 3)), None)
         if not found:
             continue
         before: list[str] = []
-        for word in reversed(_words_before(chunk, found.start(), 3)):  # contiguous modifiers only: no article, preposition, verb
+        for word in reversed(words_before(chunk, found.start(), 3)):  # contiguous modifiers only: no article, preposition, verb
             if word.casefold() in _STOP or word.casefold() in _VERBS or "'" in word:
                 break
             before.insert(0, word)
@@ -141,7 +123,7 @@ def asked(path: list[Any], value: Any, description: str, arguments: dict[str, An
     if len(path) >= 2 and isinstance(path[-2], str) and isinstance(path[-1], str):
         parent, child = words(path[-2]), path[-1]
         nouns = [f"{parent} at {child}"]
-        each = re.search(rf"((?:[A-Za-z]+\s+)?{re.escape(parent)}\s+(?:{_PREPOSITIONS})\s+)each\s+[A-Za-z]+",
+        each = re.search(rf"((?:[A-Za-z]+\s+)?{re.escape(parent)}\s+(?:{PREPOSITIONS})\s+)each\s+[A-Za-z]+",
                          description or "", re.IGNORECASE)
         if each:
             nouns.append(f"{each.group(1).lower()}{child}")
@@ -162,130 +144,6 @@ def asked(path: list[Any], value: Any, description: str, arguments: dict[str, An
         nouns.append(richer)
     count = isinstance(value, int) and not isinstance(value, bool) and head.endswith("s") and not head.endswith("ss")
     return Asked(nouns, unit, count)
-
-
-def _placeholder(name: str, description: str) -> re.Match | None:
-    """The description's phrase standing for argument `name`: 'in a city' for `city`, 'of a US state' for `state`."""
-    parts = words(name).split(" ")
-    noun = parts[-1] if len(parts[-1]) >= 3 else parts[0]
-    return re.search(rf"\b({_PREPOSITIONS})\s+(?:{_ARTICLES})\s+(?:[A-Za-z]+\s+)?{re.escape(noun)}(?:s|es)?\b",
-                     description or "", re.IGNORECASE)
-
-
-def _noun_of(name: str) -> str:
-    """`member_id` -> 'member', `loan_id` -> 'loan', `query` -> 'query'."""
-    parts = [p for p in words(name).split(" ") if p not in {"id", "ids", "key", "code", "no", "number"}]
-    return " ".join(parts) or words(name)
-
-
-def place(name: str, value: Any, description: str, rng: random.Random) -> str:
-    """Where one given value goes in a question: 'in Boston', 'member M-2041', 'for 2 weeks', 'for Dune',
-    'including tax' (a boolean is said with its name, never as a bare 'yes')."""
-    if isinstance(value, bool):
-        return flag_phrase(name, value)
-    shown = show(value)
-    bound = time_bound(name)
-    if bound and isinstance(value, str):  # start_timestamp='2024-03-02': 'since March 2, 2024'
-        return f"{bound} {shown}"
-    spot = _placeholder(name, description)
-    if spot:
-        noun = _noun_of(name).split(" ")[-1]  # 'the C-42 customer', never 'the C-42 id'
-        if rng.random() < 0.15 and not isinstance(value, (int, float)):  # 'in the East region', 'of the Transco pipeline'
-            return f"{spot.group(1).lower()} the {shown} {noun}"
-        return f"{spot.group(1).lower()} {shown}"
-    if isinstance(value, str) and _ID.fullmatch(value):
-        noun = _noun_of(name)
-        return rng.choice([f"for {noun} {shown}", f"of {noun} {shown}", f"for {shown}", f"on {noun} {shown}"])
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        noun = words(name)
-        parts = noun.split(" ")
-        if parts[-1] == "month" and isinstance(value, int) and 1 <= value <= 12:
-            return f"in {MONTHS[value - 1]}"  # phrasing.said reads the month's name back
-        if parts[0] in ("min", "minimum", "max", "maximum") and len(parts) > 1:  # min_capacity=4: 'with capacity at least 4'
-            unit = parts[-1] if parts[-1] in _UNITS and len(parts) > 2 else ""
-            thing = " ".join(parts[1:-1] if unit else parts[1:])
-            bound = "at least" if parts[0].startswith("min") else "at most"
-            return f"with {thing} {bound} {shown}{' ' + unit if unit else ''}"
-        if parts[-1] in _UNITS and len(parts) > 1:  # duration_minutes=30: 'for 30 minutes'
-            return f"for {shown} {parts[-1]}"
-        if noun.endswith("s") and not noun.endswith("ss") and " " not in noun:
-            # users write small counts as words too ('for two weeks'); phrasing.mentions reads them back
-            if isinstance(value, int) and value in NUMBER_WORDS and rng.random() < 0.4:
-                shown = NUMBER_WORDS[value]
-            return f"for {shown} {noun[:-1] if value == 1 else noun}"
-        if re.fullmatch(r"(19|20)\d\d", shown):
-            return f"in {shown}"
-        return f"with {noun} {shown}"
-    return rng.choice([f"for {shown}", f"for {shown}", f"of {shown}", f"on {shown}"])
-
-
-def pair_of(arguments: dict[str, Any]) -> tuple[str, str, str] | None:
-    """The (stem, first, second) of a pair of arguments (`city_a`/`city_b`, `from_x`... no: `x1`/`x2`)."""
-    for name, first in arguments.items():
-        found = re.fullmatch(r"(.+?)_?(a|1)", name)
-        if not found:
-            continue
-        other = next((n for n in arguments if n != name and re.fullmatch(
-            rf"{re.escape(found.group(1))}_?{'b' if found.group(2) == 'a' else '2'}", n)), None)
-        if other is not None:
-            return found.group(1), show(first), show(arguments[other])
-    return None
-
-
-# prefixes (and suffixes) of the two arguments of a conversion: from_unit / to_unit, source_timezone / target_timezone
-_CONVERSION_PAIRS = (("from", "to"), ("source", "target"), ("src", "dst"), ("origin", "destination"), ("input", "output"))
-
-
-def _conversion_pair(arguments: dict[str, Any]) -> tuple[str, str] | None:
-    for first, second in _CONVERSION_PAIRS:
-        for name in arguments:
-            if name.startswith(f"{first}_") and f"{second}_{name[len(first) + 1:]}" in arguments:
-                return name, f"{second}_{name[len(first) + 1:]}"
-            if name.endswith(f"_{first}") and f"{name[:-len(first) - 1]}_{second}" in arguments:
-                return name, f"{name[:-len(first) - 1]}_{second}"
-    return None
-
-
-def conversion_of(arguments: dict[str, Any], description: str) -> dict[str, str] | None:
-    """A call with `from_X` and `to_X` arguments (or source_/target_, src_/dst_, X_from/X_to) converts:
-    its amount ('2.5', or the one other argument: a time '16:45'), what it is converted from and to, each
-    with the words the description puts before it ('USD per MMBtu' when it says "from USD per from_unit")."""
-    pair = _conversion_pair(arguments)
-    if pair is None:
-        return None
-    source, target = pair
-    others = [n for n in arguments if n not in (source, target)]
-    amounts = [n for n in others if isinstance(arguments[n], (int, float)) and not isinstance(arguments[n], bool)]
-    if not amounts and len(others) == 1 and isinstance(arguments[others[0]], str):
-        amounts = others
-
-    def prefix(name: str) -> str:
-        text = (description or "")[:MAX_DESCRIPTION]
-        for m in re.finditer(rf"\b{re.escape(name)}\b", text):
-            before = _words_before(text, m.start(), 4)
-            for i, word in enumerate(before[:-1]):  # 'from USD per from_unit' -> 'USD per '
-                if word in ("from", "to") and before[i + 1:]:
-                    return " ".join(before[i + 1:]) + " "
-        return ""
-
-    return {"amount": show(arguments[amounts[0]]) if len(amounts) == 1 else "",
-            "amount_arg": amounts[0] if len(amounts) == 1 else "",
-            "source": prefix(source) + show(arguments[source]), "source_arg": source,
-            "target": prefix(target) + show(arguments[target]), "target_arg": target,
-            "target_value": show(arguments[target])}
-
-
-_CONVERTED = {"result", "converted", "target", "to", "output", "dst", "destination", "value"}
-_CONVERTED_FIELDS = {"time", "datetime", "date", "value", "amount", "result", "price", "quantity"}  # target.datetime
-
-
-def _is_converted(path: list[Any]) -> bool:
-    """Whether an answer path holds the converted value (`result`, `converted_price`, `target.time`),
-    not another field of a conversion's result (its rate, the source's weekday)."""
-    keys = [k for k in path if isinstance(k, str)]
-    return bool(keys) and bool(set(words(keys[-1]).split()) & _CONVERTED
-                               or (len(keys) > 1 and set(words(keys[-2]).split()) & _CONVERTED
-                                   and set(words(keys[-1]).split()) & _CONVERTED_FIELDS))
 
 
 def _cap(text: str) -> str:
@@ -369,9 +227,9 @@ def _first_person(given: dict[str, Any], steps: list[dict[str, Any]],
     """A first-person opening for an id the user holds ('My member id is M-2041.') or for the person
     named ('I'm Ana Ruiz.'), and the values left."""
     for name, value in given.items():
-        if isinstance(value, str) and _ID.fullmatch(value) and not name.startswith("then ") \
+        if isinstance(value, str) and ID.fullmatch(value) and not name.startswith("then ") \
                 and tokens(name) & (_ASKERS | _HELD):
-            lead = rng.choice([f"My {words(name)} is {value}.", f"{_cap(_noun_of(name))} {value} here."])
+            lead = rng.choice([f"My {words(name)} is {value}.", f"{_cap(noun_of(name))} {value} here."])
             return lead, {k: v for k, v in given.items() if k != name}
     person = _person(given, steps)
     if person:
@@ -413,7 +271,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     if conv and len(steps) > 1 and conv["amount_arg"] in {link["argument"] for link in last.get("inputs_from") or []}:
         return {"converted": _converted_chain(steps, given, conv, lex, rng)}
     if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]) \
-            and _is_converted(path):
+            and is_converted(path):
         return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
     gloss = unit_gloss(last, path[-1]) if path and isinstance(path[-1], str) else None
@@ -446,7 +304,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
             topic = _pair_topic(first.get("description") or "", pair[0])
             add("pair", _pair_forms(noun, pair, what.unit, words(path[-1]) in _DIFFERENCE if path else False, topic))
             continue
-        where = " ".join(_places(steps, given, rng))
+        where = " ".join(places(steps, given, rng))
         for family, forms in _ask_forms(noun, where, what.unit, what.count, amount).items():
             add(family, forms)
         free = [v for v in given.values() if isinstance(v, str) and _NAME.fullmatch(v)]
@@ -456,14 +314,14 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
         person = _person(given, steps)
         if person:  # someone named, as users write about a member or customer: "Ana Ruiz wants to know ..."
             who, rest = person
-            where_rest = " ".join(_places(steps, rest, rng))
+            where_rest = " ".join(places(steps, rest, rng))
             tail = f" {where_rest}" if where_rest else ""
             add("person", [f"{who} wants to know the {noun}{tail}.", f"{who} is asking for the {noun}{tail}.",
                            f"What is {who}'s {noun}{tail}?", f"Can you check {who}'s {noun}{tail}?"])
         opening = _first_person(given, steps, rng)
         if opening:
             lead, rest = opening
-            plain = _ask_forms(noun, " ".join(_places(steps, rest, rng)), "", what.count, amount)
+            plain = _ask_forms(noun, " ".join(places(steps, rest, rng)), "", what.count, amount)
             add("first_person", [f"{lead} {q}" for q in plain["ask"][:2] + plain["request"][:2]])
     verbs = _verb_forms(what, last_description, given, steps, rng)
     if verbs:
@@ -484,23 +342,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     return found
 
 
-_OPERATOR_WORDS = {"**": ["to the power of", "raised to the power of"], "*": ["times", "multiplied by"],
-                   "/": ["divided by", "over"], "+": ["plus", "added to"], "-": ["minus", "less"]}
-
-
 _CALENDAR_DATE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{2,4}")
-
-
-def expression_words(expression: str, rng: random.Random) -> str | None:
-    """An arithmetic expression as people say it ('12 * 7' -> '12 times 7', '2 ** 10' -> '2 to the power
-    of 10'); None for one with parentheses or anything else a sentence cannot say plainly."""
-    if re.search(r"[()^%]", expression):
-        return None
-    out = expression
-    for op, said in _OPERATOR_WORDS.items():  # '**' first, so that '*' never meets half of it
-        out = re.sub(rf"\s*{re.escape(op)}\s*(?=\d)", f" {rng.choice(said)} ", out)
-    out = " ".join(out.split())
-    return out if re.fullmatch(r"[\d.]+(?: [a-z ]+ [\d.]+)+", out) else None
 
 
 def questions(steps: list[dict[str, Any]], path: list[Any], value: Any, given: dict[str, Any],
@@ -534,11 +376,11 @@ def _verb_forms(what: Asked, description: str, given: dict[str, Any], steps: lis
     if verb is None or len(richer) < 2:
         return []
     clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
-    agent = next((name for name in given if (_placeholder(name, clause) or [""])[0].lower().startswith("of ")), None)
+    agent = next((name for name in given if (placeholder(name, clause) or [""])[0].lower().startswith("of ")), None)
     if agent is None:
         return []
     stuff, who = " ".join(richer[:-1]), show(given[agent])
-    rest = " ".join(_places(steps, {k: v for k, v in given.items() if k != agent}, rng))
+    rest = " ".join(places(steps, {k: v for k, v in given.items() if k != agent}, rng))
     tail = f" {rest}" if rest else ""
     past = verb + ("d" if verb.endswith("e") else "ed")
     forms = [f"How much {stuff} did {who} {verb}{tail}?", f"How much {stuff} does {who} {verb}{tail}?",
@@ -565,46 +407,11 @@ def _pair_topic(description: str, stem: str) -> str:
     return f"the {noun[:-1] if noun.endswith('s') and not noun.endswith('ss') else noun} in"
 
 
-def _places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Random) -> list[str]:
-    """Each given value placed with the description of the call that takes it; the two sides of a
-    conversion together ('from UTC to Asia/Tokyo')."""
-    placed = []
-    pair = _conversion_pair(given)
-    if pair is not None:
-        placed.append(f"from {show(given[pair[0]])} to {show(given[pair[1]])}")
-        given = {k: v for k, v in given.items() if k not in pair}
-    span = _time_span(given)
-    if span is not None:
-        placed.append(span[0])
-        given = {k: v for k, v in given.items() if k not in span[1]}
-    for name, value in given.items():
-        bare = name.removeprefix("then ")
-        step = next((s for s in steps if bare in s["arguments"]), None)
-        description = (step or {}).get("description") or ""
-        clause = re.split(r"(?<=[.;:])\s", description.strip())[0]
-        placed.append(place(bare, value, clause, rng))
-    return placed
-
-
-def _time_span(given: dict[str, Any]) -> tuple[str, tuple[str, str]] | None:
-    """A start and an end bound said together, as users say a span: 'between March 2 and March 10, 2024'
-    (one year said once), 'between 2024-03-02 and 2024-03-10'; with the two names it places."""
-    start = next((k for k, v in given.items() if isinstance(v, str) and time_bound(k.removeprefix("then ")) == "since"), None)
-    end = next((k for k, v in given.items() if isinstance(v, str) and time_bound(k.removeprefix("then ")) == "until"), None)
-    if start is None or end is None:
-        return None
-    first, second = show(given[start]), show(given[end])
-    a, b = DAY_IN_WORDS.fullmatch(first), DAY_IN_WORDS.fullmatch(second)
-    if a and b and a.group(2) == b.group(2):
-        first = a.group(1)
-    return f"between {first} and {second}", (start, end)
-
-
 def _converted_chain(steps: list[dict[str, Any]], given: dict[str, Any], conv: dict[str, str],
                      lex: dict[str, str], rng: random.Random) -> list[str]:
     """A chain whose last call converts what the first returned: the first call's question with the
     unit wanted ('What is the natural gas price in Seattle, in USD per GJ?')."""
-    first, last = steps[0], steps[-1]
+    last = steps[-1]
     link = next(link for link in last.get("inputs_from") or [] if link["argument"] == conv["amount_arg"])
     passed = next((s for s in steps if s.get("id") == link["call"]), steps[-2])
     what = asked(link["path"], None, passed.get("description") or "", passed["arguments"], lex)
@@ -618,7 +425,7 @@ def _converted_chain(steps: list[dict[str, Any]], given: dict[str, Any], conv: d
             where_forms = ([f"after comparing {a} and {b}"] if a in noun or b in noun
                            else [f"between {a} and {b}", f"of {a} and {b}", f"for {a} or {b}"])
         else:
-            where_forms = [" ".join(_places(steps[:-1], rest, rng))]
+            where_forms = [" ".join(places(steps[:-1], rest, rng))]
         for where in where_forms:
             tail = f" {where}" if where else ""
             forms += [f"What is the {noun}{tail} in {target}?", f"What is the {noun}{tail}, in {target}?",

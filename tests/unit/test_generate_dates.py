@@ -11,7 +11,7 @@ import re
 
 from ajet.generate.explore_values import ArgSpec
 from ajet.generate.glosses import day_words, days_for
-from ajet.generate.natural import place
+from ajet.generate.placement import place
 from ajet.generate.result_data import structured
 from ajet.generate.text_values import day_of
 

@@ -12,7 +12,7 @@ from datetime import date
 from ajet.generate.candidates import _passed_lines, _stated_before
 from ajet.generate.explore import _inverted
 from ajet.generate.explore_variants import VariedCalls
-from ajet.generate.natural import _places
+from ajet.generate.placement import places
 from ajet.generate.phrasing import said
 from ajet.generate.result_data import structured
 
@@ -50,14 +50,14 @@ def _narrow(spans: list[tuple[date, date]]) -> list[tuple[date, date]]:
 
 def test_a_span_is_said_between_its_days_with_one_year_by_hand():
     rng = random.Random(0)
-    assert _places([], {"start_date": "March 2, 2025", "end_date": "March 10, 2025"}, rng) == [
+    assert places([], {"start_date": "March 2, 2025", "end_date": "March 10, 2025"}, rng) == [
         "between March 2 and March 10, 2025"]
-    assert _places([], {"start_date": "2025-03-02", "end_date": "2025-03-10"}, rng) == [
+    assert places([], {"start_date": "2025-03-02", "end_date": "2025-03-10"}, rng) == [
         "between 2025-03-02 and 2025-03-10"]
     # two years are both said; one bound alone is still 'since'
-    assert _places([], {"since": "December 30, 2024", "until": "January 3, 2025"}, rng) == [
+    assert places([], {"since": "December 30, 2024", "until": "January 3, 2025"}, rng) == [
         "between December 30, 2024 and January 3, 2025"]
-    assert _places([], {"start_date": "March 2, 2025"}, rng) == ["since March 2, 2025"]
+    assert places([], {"start_date": "March 2, 2025"}, rng) == ["since March 2, 2025"]
     question = "Who committed between March 2 and March 10, 2025?"
     assert said("start_date", "March 2, 2025", question) and said("end_date", "March 10, 2025", question)
     assert not said("start_date", "March 2, 2024", question) and not said("start_date", "March 3, 2025", question)
