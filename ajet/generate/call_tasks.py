@@ -41,6 +41,7 @@ from ajet.generate import glosses, natural, phrasing
 from ajet.generate.candidates import Candidate, candidates, refusals
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.generate.explore_values import arg_specs
+from ajet.generate.placement import MAX_DESCRIPTION
 from ajet.jsonl import JsonlAppender, dropped_path, read_rows
 from ajet.generate.schedule import schedule, with_refusals
 from ajet.judge.function_call import values_match
@@ -83,7 +84,7 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
                             "written by `ajet generate explore`?")
     tools = await server_tools(server_of(cfg), cfg.base_dir)
     # the first sentences say what a tool does; a megabyte of description must not cost minutes
-    descriptions = {t["function"]["name"]: str(t["function"].get("description") or "")[:natural.MAX_DESCRIPTION]
+    descriptions = {t["function"]["name"]: str(t["function"].get("description") or "")[:MAX_DESCRIPTION]
                     for t in tools}
     specs = {t["function"]["name"]: arg_specs(t["function"].get("parameters")) for t in tools}
     prompt = str(cfg.workflow_args.get("system_prompt") or "")
@@ -99,7 +100,7 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         row["prompted"] = [k for k, v in row["arguments"].items() if isinstance(v, str) and len(v) >= 3 and v in prompt]
     # how the server spells its words (USD, MMBtu): result keys are lowercase, questions are not
     lex = natural.lexicon(list(descriptions.values()) + [
-        str(spec.get("description") or "")[:natural.MAX_DESCRIPTION] for t in tools
+        str(spec.get("description") or "")[:MAX_DESCRIPTION] for t in tools
         for spec in ((t["function"].get("parameters") or {}).get("properties") or {}).values() if isinstance(spec, dict)])
     opts = cfg.generate.tasks
     report = CallTaskReport()

@@ -252,9 +252,10 @@ def in_range(low: float, high: float, kind: str | None) -> list[float]:
         low, high = int(low), int(high)
         if high - low <= 12:
             return list(range(low, high + 1))
-        start = max(low, 1)
-        inside = [_round_near(start * (high / start) ** (i / 4)) for i in (1, 2, 3)]
-        return [low, *sorted({v for v in inside if low < v < high}), high]
+        start = max(low, 1)  # 0 and below have no logarithm: the spread starts at 1
+        inside = {_round_near(start * (high / start) ** (i / 4)) for i in (1, 2, 3)} if high > start else set()
+        inside = {v for v in inside if low < v < high} or {(low + high) // 2}  # none round in -100..-20: the middle
+        return [low, *sorted(inside), high]
     return [low, round((low + high) / 2, 4), high]
 
 

@@ -29,6 +29,8 @@ def test_round_numbers_between_the_ends_of_a_wide_range_spread_on_a_log_scale():
     assert in_range(0, 100, "integer") == [0, 3, 10, 30, 100]  # from 1 on a log scale: 0 has no logarithm
     assert in_range(1900, 2100, "integer") == [1900, 2000, 2100]  # one round number inside, no duplicates
     assert in_range(3, 9, "integer") == [3, 4, 5, 6, 7, 8, 9]  # a short range: every value
+    assert in_range(-100, -20, "integer") == [-100, -60, -20]  # below 1, no log scale: the middle
+    assert in_range(-50, 0, "integer") == [-50, -25, 0]
     assert in_range(0.0, 1.0, "number") == [0.0, 0.5, 1.0]  # decimals: the middle, as before
 
 
