@@ -10,7 +10,7 @@ import random
 from datetime import date
 
 from ajet.generate.candidates import _passed_lines, _stated_before
-from ajet.generate.explore import _inverted
+from ajet.generate.explore_plan import _inverted
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.placement import places
 from ajet.generate.phrasing import said
