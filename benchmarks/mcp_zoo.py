@@ -11,6 +11,7 @@ stage, since a server's write tools (git commit, checkout) may have changed them
 
     python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
                                  [--rl] [--val-limit N] [--data-only] [key=value ...]
+    python benchmarks/mcp_zoo.py --summary [FILE]    # the table of the newest result per server
 
 The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
 Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
@@ -155,6 +156,55 @@ def mean(values: list[float]) -> str:
     return f"{sum(values) / len(values):.3f}" if values else "n/a"
 
 
+def is_tutorial_run(row: dict) -> bool:
+    """Whether a result is of the tutorial's own recipe: every val question, `-n 180`, no override (a
+    teacher, fewer epochs); those alone enter the zoo's table and means."""
+    return not row.get("overrides") and not row.get("val_limit") and row.get("n", 180) == 180
+
+
+def minutes(row: dict) -> str:
+    return "n/a" if row.get("minutes") is None else f"{row['minutes']:.1f}"  # the first rows did not record it
+
+
+def summary(path: Path) -> str:
+    """The table of the newest tutorial-recipe result per server in a results file (`--out`, one JSON
+    object a line, appended in time order), each with the commit and CPU it ran on (rows of different
+    generators are not one measurement: the table says which), and the last line as a run prints it, over
+    those rows; `minutes` is their sum (of the rows that recorded it), on whatever machines they ran."""
+    newest: dict[str, dict] = {}
+    skipped = 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{number}: not a JSON line ({exc.msg})")
+        if not isinstance(row, dict) or "server" not in row or "trained_success" not in row:
+            raise SystemExit(f"{path}:{number}: not a zoo result (no server or trained_success)")
+        if is_tutorial_run(row):
+            newest[row["server"]] = row
+        else:
+            skipped += 1
+    side = {name: part for part, names in zoo.split().items() for name in names}
+    order = sorted(newest.values(), key=lambda r: (side.get(r["server"]) != "heldout", r["server"]))
+    lines = [f"{'server':14} {'split':8} {'tools':>6} {'base':>6} {'trained':>8} {'min':>6}  commit / cpu / when"]
+    for row in order:
+        base = "n/a" if row.get("base_success") is None else f"{row['base_success']:.3f}"
+        lines.append(f"{row['server']:14} {side.get(row['server'], '?'):8} {row['tools_kept']:>3}/{row['tools']:<2} "
+                     f"{base:>6} {row['trained_success']:8.3f} {minutes(row):>6}  "
+                     f"{row.get('commit') or '?'} / {row.get('cpu') or '?'} / {row.get('when') or '?'}"
+                     + ("  FAILED (scored 0)" if "error" in row else ""))
+    if skipped:
+        lines.append(f"({skipped} result(s) with overrides, fewer val questions or another -n left out)")
+    tools_total = sum(r["tools"] for r in order)
+    covered = f"{sum(r['tools_kept'] for r in order) / tools_total:.3f}" if tools_total else "n/a"
+    lines.append(f"heldout_mean_success={mean([r['trained_success'] for r in order if side.get(r['server']) == 'heldout'])} "
+                 f"dev_mean_success={mean([r['trained_success'] for r in order if side.get(r['server']) == 'dev'])} "
+                 f"tools_covered={covered} minutes={sum(r.get('minutes') or 0.0 for r in order):.1f}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=["dev", "heldout", "all"], default="all")
@@ -168,7 +218,15 @@ def main() -> None:
                         "(a smoke test; the reported figures use them all)")
     parser.add_argument("--data-only", action="store_true", help="explore, tasks and demos only, no training or "
                         "eval: the files a generator change alters, to compare two generators' output by hash")
+    parser.add_argument("--summary", nargs="?", type=Path, const=REPO / "benchmarks" / "results" / "mcp_zoo.jsonl",
+                        metavar="FILE", help="print the table of the newest result per server in FILE (default: "
+                        "benchmarks/results/mcp_zoo.jsonl) and its means; runs nothing")
     args, overrides = parser.parse_known_args()
+    if args.summary is not None:
+        if not args.summary.exists():
+            parser.error(f"no results file {args.summary}")
+        print(summary(args.summary))
+        return
     split = zoo.split()
     side = {name: part for part, names in split.items() for name in names}
     names = args.servers.split(",") if args.servers else [n for n in zoo.SERVERS

@@ -106,3 +106,31 @@ def test_states_reads_numbers_and_text_as_the_judge_does():
     assert check_val.states("Author: Priya Raman", "priya raman")
     assert check_val.states("2026-11-28T06:00:00+05:30", ["06:00", "6:00 am"])
     assert not check_val.states("07:00", ["06:00", "6:00 am"])
+
+
+def test_summary_tables_the_newest_tutorial_run_per_server_and_refuses_a_broken_line(tmp_path):
+    import subprocess
+
+    def result(server, trained, **extra):
+        return {"server": server, "tools": 4, "tools_kept": 3, "base_success": 0.0, "trained_success": trained,
+                "minutes": 10.0, "n": 180, "overrides": [], "val_limit": None, "commit": "abc1234", "cpu": "avx2",
+                **extra}
+
+    heldout, dev = zoo.split()["heldout"][0], zoo.split()["dev"][0]
+    rows = [result(heldout, 0.5), result(heldout, 0.25, commit="def5678"),  # the newer one counts
+            result(heldout, 0.9, overrides=["generate.tasks.phrasing=writer"]),  # another recipe: left out
+            result(dev, 0.125, val_limit=4),  # a smoke test: left out
+            result(dev, 0.75, minutes=None)]
+    path = tmp_path / "results.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    script = ZOO.parent / "mcp_zoo.py"
+    done = subprocess.run([sys.executable, str(script), "--summary", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "heldout_mean_success=0.250 dev_mean_success=0.750 tools_covered=0.750 minutes=10.0"
+    assert any(line.startswith(heldout) and "def5678" in line for line in lines)
+    assert "(2 result(s) with overrides" in lines[-2]
+
+    path.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    done = subprocess.run([sys.executable, str(script), "--summary", str(path)], capture_output=True, text=True)
+    assert done.returncode != 0 and f"{path}:2: not a JSON line" in done.stderr
