@@ -171,17 +171,18 @@ def summary(path: Path) -> str:
     object a line, appended in time order), each with the commit and CPU it ran on (rows of different
     generators are not one measurement: the table says which), and the last line as a run prints it, over
     those rows; `minutes` is their sum (of the rows that recorded it), on whatever machines they ran."""
+    from ajet.errors import ConfigError
+    from ajet.jsonl import read_rows
+
     newest: dict[str, dict] = {}
     skipped = 0
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"{path}:{number}: not a JSON line ({exc.msg})")
-        if not isinstance(row, dict) or "server" not in row or "trained_success" not in row:
-            raise SystemExit(f"{path}:{number}: not a zoo result (no server or trained_success)")
+    try:
+        rows = read_rows(path)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    for number, row in enumerate(rows, 1):
+        if "server" not in row or "trained_success" not in row:
+            raise SystemExit(f"{path}: result {number} is not a zoo result (no server or trained_success)")
         if is_tutorial_run(row):
             newest[row["server"]] = row
         else:
@@ -197,12 +198,17 @@ def summary(path: Path) -> str:
                      + ("  FAILED (scored 0)" if "error" in row else ""))
     if skipped:
         lines.append(f"({skipped} result(s) with overrides, fewer val questions or another -n left out)")
-    tools_total = sum(r["tools"] for r in order)
-    covered = f"{sum(r['tools_kept'] for r in order) / tools_total:.3f}" if tools_total else "n/a"
-    lines.append(f"heldout_mean_success={mean([r['trained_success'] for r in order if side.get(r['server']) == 'heldout'])} "
-                 f"dev_mean_success={mean([r['trained_success'] for r in order if side.get(r['server']) == 'dev'])} "
-                 f"tools_covered={covered} minutes={sum(r.get('minutes') or 0.0 for r in order):.1f}")
+    lines.append(f"{means_line(order, side)} minutes={sum(r.get('minutes') or 0.0 for r in order):.1f}")
     return "\n".join(lines)
+
+
+def means_line(results: list[dict], side: dict[str, str]) -> str:
+    """The start of the last line: trained success over the held-out and the dev servers, tools covered."""
+    tools_total = sum(r["tools"] for r in results)
+    covered = f"{sum(r['tools_kept'] for r in results) / tools_total:.3f}" if tools_total else "n/a"
+    return (f"heldout_mean_success={mean([r['trained_success'] for r in results if side.get(r['server']) == 'heldout'])} "
+            f"dev_mean_success={mean([r['trained_success'] for r in results if side.get(r['server']) == 'dev'])} "
+            f"tools_covered={covered}")
 
 
 def main() -> None:
@@ -270,15 +276,11 @@ def main() -> None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             with args.out.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
-    tools_total = sum(r["tools"] for r in results)
-    covered = f"{sum(r['tools_kept'] for r in results) / tools_total:.3f}" if tools_total else "n/a"
     rl_part = ""
     if args.rl:
         rl_part = (f" heldout_mean_rl={mean([r.get('rl_success', 0.0) for r in results if r['split'] == 'heldout'])}"
                    f" dev_mean_rl={mean([r.get('rl_success', 0.0) for r in results if r['split'] == 'dev'])}")
-    print(f"heldout_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'heldout'])} "
-          f"dev_mean_success={mean([r['trained_success'] for r in results if r['split'] == 'dev'])} "
-          f"tools_covered={covered} minutes={(time.time() - started) / 60:.1f}{rl_part}")
+    print(f"{means_line(results, side)} minutes={(time.time() - started) / 60:.1f}{rl_part}")
 
 
 if __name__ == "__main__":
