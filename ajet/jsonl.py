@@ -20,7 +20,10 @@ class JsonlAppender:
         if fresh and self.path.exists():
             self.path.unlink()
         _drop_partial_line(self.path)
-        self.existing = read_rows(self.path)
+        try:
+            self.existing = read_rows(self.path)
+        except ConfigError as error:
+            raise ConfigError(f"{error} (or pass --fresh to start over)") from None
         self.written = 0
         self._file: Any = None
 
@@ -63,7 +66,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             if number == len(lines):
                 continue  # the line being written when the previous run stopped
-            raise ConfigError(f"{path}:{number} is not a JSON line; fix or delete the file (or pass --fresh)") from None
+            raise ConfigError(f"{path}:{number} is not a JSON line; fix or delete the file") from None
         if isinstance(row, dict):
             rows.append(row)
     return rows
