@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from ajet.config import groups, walk
 from ajet.config.env import read_env_file
+from ajet.config.messages import format_validation_error, one_line, unknown_key_text
 from ajet.config.schema import FILE_PATH, AjetConfig, RootConfig
 from ajet.errors import ConfigError
 from ajet.runlock import claim_new_folder
@@ -91,7 +92,7 @@ def load_config(
     try:
         root = RootConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, data, sources)) from None
+        raise ConfigError(format_validation_error(exc, data, sources.of)) from None
     cfg = root.ajet
     if claim_run_dir and time_named:
         cfg.output_dir = claim_new_folder(cfg.output_dir)
@@ -194,7 +195,7 @@ def _read_user_yaml(path: Path) -> tuple[DictConfig, list[tuple[str, str]]]:
             problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
         raise ConfigError(f"{path}: YAML syntax error{where}: {problem}; fix the YAML and run again") from None
     except (OmegaConfBaseException, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the YAML: {_one_line(exc)}") from None
+        raise ConfigError(f"{path}: cannot read the YAML: {one_line(exc)}") from None
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{path}: the file must be a mapping with one top-level key 'ajet:'; "
                           "found a list")
@@ -285,16 +286,7 @@ def _check_key(path: tuple[str, ...], source: str) -> None:
         return
     index, names = problem
     shown = ".".join(path[: index + 1])
-    raise ConfigError(f"invalid config: {shown} (from {source}): {_unknown_key_text(path[index], names)}")
-
-
-def _unknown_key_text(key: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key; did you mean {close[0]!r}?"
-    if not names:
-        return "unknown key; this value takes no keys"
-    return f"unknown key; valid keys here: {', '.join(names)}"
+    raise ConfigError(f"invalid config: {shown} (from {source}): {unknown_key_text(path[index], names)}")
 
 
 def _check_backbone(name: str, source: str) -> None:
@@ -339,7 +331,7 @@ def _compose(user: DictConfig, picks: list[groups.Pick], overrides: list[str], f
             with initialize_config_dir(config_dir=tmp, version_base="1.3", job_name="ajet"):
                 return compose(config_name="_ajet_user", overrides=overrides)
         except (HydraException, OmegaConfBaseException) as exc:
-            text = _one_line(exc)
+            text = one_line(exc)
             from_cli = text.startswith(("Could not override", "Could not delete", "Could not append"))
             raise ConfigError(f"invalid config: {text} (from {COMMAND_LINE if from_cli else sources.label})") from None
         finally:
@@ -355,7 +347,7 @@ def _resolve(cfg: DictConfig, sources: _Sources) -> dict[str, Any]:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
         path = tuple(key.split(".")) if key != "?" else ()
-        msg = _one_line(exc).split(" full_key:")[0]
+        msg = one_line(exc).split(" full_key:")[0]
         # "KeyError raised while resolving interpolation: \"Environment variable 'X' not found\""
         msg = re.sub(r"^\w+ raised while resolving interpolation: \"?(.*?)\"?$", r"\1", msg)
         raise ConfigError(f"invalid config: {key} (from {sources.of(path)}): cannot resolve the interpolation: "
@@ -405,75 +397,6 @@ def _resolve_plugin(value: str, base: Path) -> str:
     if not path.is_absolute():
         path = Path(os.path.normpath(base / path))
     return f"{path}:{name}"
-
-
-def _format_validation_error(exc: ValidationError, data: dict[str, Any], sources: _Sources) -> str:
-    """One line per bad key: path, value, source, expectation (union alternatives joined)."""
-    found: dict[tuple, dict[str, Any]] = {}
-    for err in exc.errors():
-        path, has_tag = _real_path(err["loc"], data, missing=err["type"] == "missing")
-        entry = found.setdefault(path, {"type": err["type"], "input": err.get("input"), "msgs": [], "tag": has_tag})
-        if err["type"] == "extra_forbidden":
-            parent = walk.model_at(path[:-1])
-            names = sorted(parent.model_fields) if parent is not None else []
-            entry["msgs"].append(_unknown_key_text(str(path[-1]), names))
-        elif err["type"] == "missing":
-            entry["msgs"].append("required but not set; add it to the YAML or pass "
-                                 f"{'.'.join(map(str, path[1:]))}=... on the command line")
-        else:
-            msg = err["msg"]
-            msg = msg.replace("Value error, ", "", 1)
-            msg = "expected " + msg[len("Input should be "):] if msg.startswith("Input should be ") else msg
-            if msg not in entry["msgs"]:
-                entry["msgs"].append(msg)
-    # A union reports one error per alternative; when one alternative got deeper into the value
-    # (an item of a list), the shallow "not a list" complaints of the others are noise.
-    for path in [p for p, e in found.items() if e["tag"]]:
-        if any(q[: len(path)] == path and q != path for q in found):
-            del found[path]
-    lines = [_error_line(path, entry, sources) for path, entry in found.items()]
-    if len(lines) == 1:
-        return f"invalid config: {lines[0]}"
-    return f"invalid config ({len(lines)} errors):\n" + "\n".join(f"  - {line}" for line in lines)
-
-
-def _error_line(path: tuple, entry: dict[str, Any], sources: _Sources) -> str:
-    dotted = ".".join(str(p) for p in path)
-    first, *rest = entry["msgs"]
-    expectation = "; or ".join([first] + [m.removeprefix("expected ") for m in rest])
-    if entry["type"] == "missing":
-        return f"{dotted}: {expectation}"
-    value = entry["input"]
-    if isinstance(value, dict) and entry["type"] not in ("extra_forbidden",):
-        return f"{dotted}: {expectation}"  # a rule over a whole section: its fields are named in the text
-    return f"{dotted} = {_short_repr(value)} (from {sources.of(path)}): {expectation}"
-
-
-def _real_path(loc: tuple, data: Any, missing: bool) -> tuple[tuple, bool]:
-    """The key path of an error inside `data`, dropping pydantic's union tags (e.g. 'list[str]')."""
-    path: list = []
-    node, has_tag = data, False
-    for i, segment in enumerate(loc):
-        if isinstance(node, dict) and segment in node:
-            node = node[segment]
-            path.append(segment)
-        elif isinstance(node, list) and isinstance(segment, int) and 0 <= segment < len(node):
-            node = node[segment]
-            path.append(segment)
-        elif missing and i == len(loc) - 1:
-            path.append(segment)
-        else:
-            has_tag = True  # a union alternative's name, not a key
-    return tuple(path), has_tag
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _one_line(exc: BaseException | str) -> str:
-    return " ".join(str(exc).split())
 
 
 def _escape_interpolations(value: Any) -> Any:
