@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate import natural, phrasing
+from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
 from ajet.generate.glosses import cities_for, days_for, spelled_for
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
@@ -341,61 +342,6 @@ def _odd_options(step: dict[str, Any]) -> bool:
         name in defaults and same_value(step["arguments"][name], defaults[name]) for name in optional)
 
 
-def _passes_given(chain: list[dict[str, Any]], i: int) -> bool:
-    """Whether step `i` of a chain is passed a value that an earlier step was given, or one that changed
-    between identical calls: a chain only where a value passes that the user could not have given."""
-    given = [v for step in chain[:i] for v in step["arguments"].values() if not isinstance(v, (dict, list))]
-    for link in chain[i].get("inputs_from") or []:
-        passed = chain[i]["arguments"].get(link["argument"])
-        source = next((step for step in chain[:i] if step["id"].split("~")[0] == link["call"]), None)
-        if any(same_value(passed, v) for v in given) or (source is not None and under(link["path"], source.get("volatile"))):
-            return True
-    return False
-
-
-_SMALL = 10  # an integer below this in a line of text beside the passed id is as likely a coincidence
-_ROW_OR_LINE = re.compile(r"\n|(?=<tr[\s>])", re.IGNORECASE)  # an HTML table often comes on one line
-_NUMBER_TOKEN = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?!\w|\.\d)")  # '15.3' in '15.3 km.', not 133 in 'tr-133'
-
-
-def _passed_lines(chain: list[dict[str, Any]]) -> list[str]:
-    """The lines (or HTML table rows) of the chain's earlier plain-text results that name a value passed
-    on: "**Mailbox Peak** [tr-133]: 15.3 km round trip" when trail_report(tr-133) follows. JSON results
-    are compared by key instead (their records hold every field; text lines read as records keep their
-    names and ids only)."""
-    lines = []
-    for i, step in enumerate(chain[:-1]):
-        if not isinstance(step.get("result"), str) or _is_json(step["result"]):
-            continue
-        passed = [str(chain[i + 1]["arguments"].get(link["argument"])) for link in chain[i + 1].get("inputs_from") or []]
-        lines += [line for line in _ROW_OR_LINE.split(step["result"]) if any(p and p in line for p in passed)]
-    return lines
-
-
-def _stated_before(lines: list[str], value: Any) -> bool:
-    """Whether one of the lines that name what a chain passes on (`_passed_lines`) already states
-    `value`: the trail's length on the search's line makes a trail_report after it needless. A small
-    integer or a short text there is no evidence."""
-    if isinstance(value, bool) or value is None or (isinstance(value, int) and abs(value) < _SMALL) \
-            or (isinstance(value, str) and len(value.strip()) < 3):
-        return False
-    return any(_states(line, value) for line in lines)
-
-
-def _states(line: str, value: Any) -> bool:
-    if isinstance(value, (int, float)):
-        return any(float(token) == float(value) for token in _NUMBER_TOKEN.findall(line))
-    return str(value).strip().casefold() in line.casefold()
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
@@ -455,7 +401,7 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             continue  # a one-letter search made to discover ids: no question a user asks
         if any(_odd_options(step) for step in chain):
             continue  # an optional argument sent at its default, or more than MAX_OPTIONAL of them
-        if any(_passes_given(chain, i) for i in range(1, len(chain))):
+        if any(passes_given(chain, i) for i in range(1, len(chain))):
             continue  # a link passes what the user gave (an id echoed back): the first call is needless
         if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [])
                == AMBIGUOUS for i, step in enumerate(chain[:-1])):
@@ -465,13 +411,13 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
         returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         last = parsed_result(chain[-1])
-        passed_lines = _passed_lines(chain) if len(chain) > 1 else []
+        named_lines = passed_lines(chain) if len(chain) > 1 else []
         for path, value in answer_paths(chain[-1]):
             if item_label(last, path) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)
-                                   or _stated_before(passed_lines, value)):
+                                   or stated_before(named_lines, value)):
                 continue
             if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on

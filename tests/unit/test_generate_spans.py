@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from datetime import date
 
-from ajet.generate.candidates import _passed_lines, _stated_before
+from ajet.generate.chain_checks import passed_lines, stated_before
 from ajet.generate.explore_plan import _inverted
 from ajet.generate.explore_variants import VariedCalls
 from ajet.generate.placement import places
@@ -129,7 +129,7 @@ def test_a_line_naming_an_id_states_its_quantities_by_hand():
 
 
 def _stated(chain: list[dict], value: object) -> bool:
-    return _stated_before(_passed_lines(chain), value)
+    return stated_before(passed_lines(chain), value)
 
 
 def test_a_chain_whose_answer_the_passed_line_states_is_needless_by_hand():
