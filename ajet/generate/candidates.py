@@ -127,7 +127,7 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
                 asked = (path[i + 1:i + 2] or [None])[0]
                 if not isinstance(item, dict):
                     return AMBIGUOUS
-                label = _record_label(item, asked, node)
+                label = _record_label(item, asked, node, path[i - 1] if i else None)
                 if label is None:
                     return AMBIGUOUS
                 if len(path) == i + 2 or not isinstance(item.get(asked), (dict, list)):
@@ -140,9 +140,10 @@ def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
     return None
 
 
-def _record_label(item: dict[str, Any], asked: Any, records: list[Any]) -> tuple[str, str] | None:
+def _record_label(item: dict[str, Any], asked: Any, records: list[Any], list_key: Any) -> tuple[str, str] | None:
     """The field that names one record of `records`: a title or name no other record shares first
-    ('common_name' too), else an id-like key, else any short text no other record shares (a commit's
+    ('common_name' too), else an id-like key, else for the first of records in time order its place
+    ('the first booking': `_first_in_time`), else any short text no other record shares (a commit's
     message)."""
     def fits(key: Any, value: Any) -> bool:
         return key != asked and not isinstance(value, bool) and isinstance(value, (str, int)) \
@@ -156,10 +157,47 @@ def _record_label(item: dict[str, Any], asked: Any, records: list[Any]) -> tuple
     for key, value in item.items():
         if fits(key, value) and (_words(key) & {"id", "code", "sku", "number", "key"} or str(key).lower() == "id"):
             return str(key), str(value)
+    if item is records[0] and _first_in_time(records, list_key):
+        return phrasing.POSITION, _first_in_time(records, list_key)
     for key, value in item.items():
         if fits(key, value) and isinstance(value, str) and not re.match(r"\d{4}-\d{2}", value) and alone(key, value):
             return str(key), value
     return None
+
+
+_WHEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?|\d{1,2}:\d{2}")
+_GENERIC_LISTS = {"item", "result", "record", "entry", "row", "data", "list", "value"}
+
+
+def _first_in_time(records: list[Any], list_key: Any) -> str | None:
+    """How a user names the first of `records` when they come in time order by one of their fields (a
+    booking's start, a commit's date): 'the first booking' (earliest first) or 'the latest commit' (newest
+    first). Only the first record: the last of a list a limit or a page cut is not the last there is."""
+    if not isinstance(list_key, str) or not all(isinstance(r, dict) for r in records):
+        return None
+    for key, value in records[0].items():
+        times = [r.get(key) for r in records]
+        if not all(isinstance(t, str) and _WHEN.fullmatch(t) for t in times):
+            continue
+        ordered = [t.zfill(5) if len(t) <= 5 else t for t in times]  # '9:30' before '10:00'
+        word = "first" if all(a < b for a, b in zip(ordered, ordered[1:])) else \
+            "latest" if all(a > b for a, b in zip(ordered, ordered[1:])) else None
+        if word:
+            return f"the {word} {_record_noun(list_key)}"
+    return None
+
+
+def _record_noun(list_key: str) -> str:
+    """What one record of a list is called: 'bookings' -> 'booking', 'free_slots' -> 'free slot',
+    'free' -> 'free one', 'items' -> 'one'."""
+    said = phrasing.words(list_key).split(" ")
+    if said[-1] in ("list", "array") and len(said) > 1:  # 'ticketList' -> 'ticket'
+        return " ".join(said[:-1])
+    last = said[-1]
+    if last.endswith("s") and not last.endswith(("ss", "us")) and len(last) > 3:
+        single = last[:-3] + "y" if last.endswith("ies") else last[:-1]
+        return "one" if single in _GENERIC_LISTS else " ".join([*said[:-1], single])
+    return " ".join([*said, "one"])
 
 
 def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:

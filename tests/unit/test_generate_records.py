@@ -122,3 +122,52 @@ def test_a_title_two_records_share_names_neither_by_hand():
     no_ids = {"bookings": [{k: v for k, v in b.items() if k != "booking_id"} for b in day["bookings"]]}
     assert item_label(no_ids, ["bookings", 1, "title"]) == ("organizer", "Grace")
     assert item_label(no_ids, ["bookings", 1, "organizer"]) == ("", "")  # nothing names it: no question
+
+
+def test_the_first_of_records_in_time_order_is_named_by_its_place_by_hand():
+    slots = {"room_id": "rm-1", "free": [{"start": "9:30", "end": "10:00"}, {"start": "10:30", "end": "12:00"},
+                                         {"start": "14:00", "end": "18:00"}]}
+    assert item_label(slots, ["free", 0, "start"]) == ("position", "the first free one")  # '9:30' before '10:30'
+    assert item_label(slots, ["free", 1, "start"]) == ("end", "12:00")  # only the first: a later one by a field
+    log = {"commits": [{"sha": "c3", "date": "2025-03-04T10:00:00Z", "message": "fix"},
+                       {"sha": "c2", "date": "2025-03-01T08:00:00Z", "message": "add"}]}
+    assert item_label(log, ["commits", 0, "message"]) == ("position", "the latest commit")  # newest first
+    shuffled = {"free_slots": [slots["free"][1], slots["free"][0], slots["free"][2]]}
+    assert item_label(shuffled, ["free_slots", 0, "start"]) == ("end", "12:00")  # no order, no place
+    same_day = {"visits": [{"day": "2025-03-04", "who": "Ada"}, {"day": "2025-03-04", "who": "Alan"}]}
+    assert item_label(same_day, ["visits", 0, "day"]) == ("who", "Ada")  # a tie is no order
+    titled = {"bookings": [{"start": "09:00", "title": "Retro"}, {"start": "10:00", "title": "Standup"}]}
+    assert item_label(titled, ["bookings", 0, "start"]) == ("title", "Retro")  # a title names it first
+
+
+CLINIC = '''
+    from typing import Annotated
+    from pydantic import Field
+
+    OPEN = {"2025-05-06": [("08:30", "09:00"), ("11:00", "12:30"), ("15:00", "17:00")],
+            "2025-05-07": [("10:00", "10:45"), ("13:15", "16:00")]}
+
+    @mcp.tool
+    def openings(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
+        """The free appointment slots of the clinic on one day, earliest first."""
+        if day not in OPEN:
+            return {"error": f"no schedule for {day!r}"}
+        return {"day": day, "openings": [{"start": a, "end": b} for a, b in OPEN[day]]}
+'''
+
+
+async def test_a_question_asks_for_the_first_opening_and_its_answer_is_the_first(tmp_path):
+    _, kept, _, yaml = await explore(tmp_path, CLINIC)
+    assert any(r["tool"] == "openings" and '"openings":[{' in r["content"] for r in kept), kept
+    tasks = await tasks_of(yaml, tmp_path, n=40)
+    first = [t for t in tasks if "the first opening" in t["query"]]
+    assert first, [t["query"] for t in tasks]
+    for task in first:
+        call = task["answer"]["calls"][-1]
+        opened = dict(zip(("start", "end"), _first_slot(call["arguments"]["day"])))
+        assert task["answer"]["final"] in opened.values(), (task["query"], task["answer"])
+        assert task["metadata"]["target"][:2] == ["openings", 0], task["metadata"]["target"]
+
+
+def _first_slot(day: str) -> tuple[str, str]:
+    return {"2025-05-06": ("08:30", "09:00"), "2025-05-07": ("10:00", "10:45")}[day]
