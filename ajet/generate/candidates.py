@@ -77,7 +77,8 @@ class Candidate:
         picks = [(step, (self.steps[i + 1].get("inputs_from") or [{}])[0].get("path"))
                  for i, step in enumerate(self.steps[:-1])] + [(self.steps[-1], self.path)]
         for step, path in picks:
-            label = item_label(parsed_result(step), path or [], uncut(step))
+            result = parsed_result(step)
+            label = item_label(result, path or [], uncut(step, result))
             if label and label != AMBIGUOUS and not any(values_match(label[1], v) for v in given.values()):
                 given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
         # an enum value the asked unit stands for is said as that unit ('in Fahrenheit', not 'in imperial')
@@ -349,16 +350,17 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         if any(passes_given(chain, i) for i in range(1, len(chain))):
             continue  # a link passes what the user gave (an id echoed back): the first call is needless
         if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [],
-                          uncut(step)) == AMBIGUOUS for i, step in enumerate(chain[:-1])):
+                          uncut(step, parsed_result(step))) == AMBIGUOUS for i, step in enumerate(chain[:-1])):
             continue  # it passes one record of several that nothing names: "her order's status" when she has two
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
         returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         last = parsed_result(chain[-1])
+        whole = uncut(chain[-1], last)
         named_lines = passed_lines(chain) if len(chain) > 1 else []
         for path, value in answer_paths(chain[-1]):
-            if item_label(last, path, uncut(chain[-1])) == AMBIGUOUS:
+            if item_label(last, path, whole) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)

@@ -72,17 +72,15 @@ def _record_label(item: dict[str, Any], index: int, asked: Any, records: list[An
 
 _WHEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?|\d{1,2}:\d{2}")
 _GENERIC_LISTS = {"item", "result", "record", "entry", "row", "data", "list", "value"}
-
-
-_CUT_ARGUMENTS = {"limit", "max", "top", "page", "offset", "cursor", "size", "per", "count"}
+_CUT_ARGUMENTS = {"limit", "max", "top", "page", "offset", "cursor", "size", "count"}
 _CUT_RESULTS = {"next", "cursor", "page", "offset", "more", "truncated", "total"}
 
 
-def uncut(step: dict[str, Any]) -> bool:
-    """Whether a call's lists are all there is: its tool takes no limit or page, and its result names no
-    further page. The last record of a cut list is not the last there is."""
+def uncut(step: dict[str, Any], result: Any = None) -> bool:
+    """Whether a call's lists are all there is: its tool takes no limit or page, and its result (`result`
+    when already parsed) names no further page. The last record of a cut list is not the last there is."""
     names = set(step["arguments"]) | set(step.get("optional") or []) | set(step.get("defaults") or {})
-    result = structured(step.get("result"))
+    result = structured(step.get("result")) if result is None else result
     return not any(key_words(name) & _CUT_ARGUMENTS for name in names) and not (
         isinstance(result, dict) and any(key_words(key) & _CUT_RESULTS for key in result))
 
