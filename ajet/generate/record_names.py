@@ -100,13 +100,14 @@ def _place_in_time(records: list[Any], index: int, list_key: Any, whole: bool) -
         rising = all(a < b for a, b in zip(ordered, ordered[1:]))
         if rising or all(a > b for a, b in zip(ordered, ordered[1:])):
             word = ("last" if rising else "earliest") if last else ("first" if rising else "latest")
-            return f"the {word} {_record_noun(list_key)}"
+            return f"the {word} {_record_noun(list_key, records)}"
     return None
 
 
-def _record_noun(list_key: str) -> str:
+def _record_noun(list_key: str, records: list[Any] = ()) -> str:
     """What one record of a list is called: 'bookings' -> 'booking', 'free_slots' -> 'free slot',
-    'free' -> 'free one', 'items' -> 'one'."""
+    'items' -> 'one'; a key that is no plural noun ('free') -> 'free slot' when its records are spans
+    of time (a start and an end), else 'free one'."""
     said = phrasing.words(list_key).split(" ")
     if said[-1] in ("list", "array") and len(said) > 1:  # 'ticketList' -> 'ticket'
         return " ".join(said[:-1])
@@ -114,7 +115,31 @@ def _record_noun(list_key: str) -> str:
     if last.endswith("s") and not last.endswith(("ss", "us")) and len(last) > 3:
         single = last[:-3] + "y" if last.endswith("ies") else last[:-1]
         return "one" if single in _GENERIC_LISTS else " ".join([*said[:-1], single])
-    return " ".join([*said, "one"])
+    return " ".join([*said, "slot" if records and all(_is_span(r) for r in records) else "one"])
+
+
+def records_noun(list_key: str, records: list[Any] = ()) -> str:
+    """What the records of a list are called together, as 'the number of ...' says them: 'bookings',
+    'free slots' for a list `free` of spans of time, 'free ones' for another list `free`."""
+    one = _record_noun(list_key, records)
+    plural = phrasing.words(list_key)
+    return plural if one == "one" or (plural.endswith("s") and not plural.endswith(("ss", "us"))) else f"{one}s"
+
+
+def _is_span(record: Any) -> bool:
+    """Whether a record is a span of time: a time or date under a start key and another under an end key
+    ({'start': '09:00', 'end': '10:30'}, {'from': '2025-01-02', 'until': '2025-01-05'})."""
+    if not isinstance(record, dict):
+        return False
+    ends = set()
+    for key, value in record.items():
+        if isinstance(value, str) and _WHEN.fullmatch(value):
+            ends |= set(phrasing.words(key).split(" ")) & (_STARTS | _ENDS)
+    return bool(ends & _STARTS and ends & _ENDS)
+
+
+_STARTS = {"start", "starts", "begin", "begins", "from", "since"}
+_ENDS = {"end", "ends", "until", "to", "finish", "finishes"}
 
 
 def key_words(key: Any) -> set[str]:

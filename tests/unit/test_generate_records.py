@@ -10,6 +10,7 @@ last of records in time order are named by their place ('the first opening')."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 
 import random
@@ -17,7 +18,7 @@ import random
 from ajet.generate import explore_variants
 from ajet.generate.candidates import Candidate
 from ajet.generate.explore_variants import _on_day
-from ajet.generate.record_names import item_label, uncut
+from ajet.generate.record_names import item_label, records_noun, uncut
 from ajet.generate.result_data import COUNT
 from ajet.generate.schedule import _queue
 
@@ -130,11 +131,11 @@ def test_a_title_two_records_share_names_neither_by_hand():
 def test_the_first_of_records_in_time_order_is_named_by_its_place_by_hand():
     slots = {"room_id": "rm-1", "free": [{"start": "9:30", "end": "10:00"}, {"start": "10:30", "end": "12:00"},
                                          {"start": "14:00", "end": "18:00"}]}
-    assert item_label(slots, ["free", 0, "start"]) == ("position", "the first free one")  # '9:30' before '10:30'
+    assert item_label(slots, ["free", 0, "start"]) == ("position", "the first free slot")  # '9:30' before '10:30'
     assert item_label(slots, ["free", 1, "start"]) == ("end", "12:00")  # between the ends: by a field
     # the last only of a list that is all there is: a call that a limit or a page may have cut is not
     assert item_label(slots, ["free", 2, "start"]) == ("end", "18:00")
-    assert item_label(slots, ["free", 2, "start"], whole=True) == ("position", "the last free one")
+    assert item_label(slots, ["free", 2, "start"], whole=True) == ("position", "the last free slot")
     day = {"arguments": {"room_id": "rm-1"}, "result": json.dumps(slots)}
     assert uncut(day) and not uncut({**day, "optional": ["max_results"]})
     assert not uncut({**day, "arguments": {"room_id": "rm-1", "page": 2}})
@@ -149,6 +150,17 @@ def test_the_first_of_records_in_time_order_is_named_by_its_place_by_hand():
     assert item_label(same_day, ["visits", 0, "day"]) == ("who", "Ada")  # a tie is no order
     titled = {"bookings": [{"start": "09:00", "title": "Retro"}, {"start": "10:00", "title": "Standup"}]}
     assert item_label(titled, ["bookings", 0, "start"]) == ("title", "Retro")  # a title names it first
+
+
+def test_records_are_called_by_their_list_key_and_spans_of_time_slots_by_hand():
+    spans = [{"start": "9:30", "end": "10:00"}, {"from": "2025-01-02", "until": "2025-01-05"}]
+    assert records_noun("free", spans) == "free slots"  # the key is no noun: the records say what they are
+    assert records_noun("free", [{"start": "9:30", "note": "10:00"}]) == "free ones"  # no end: no span
+    assert records_noun("free", [{"start": "soon", "end": "later"}]) == "free ones"  # no times: no span
+    assert records_noun("free", []) == "free ones"
+    assert records_noun("bookings", spans) == "bookings"  # a plural noun is kept
+    assert records_noun("ticketList", []) == "tickets"
+    assert records_noun("items", spans) == "items"
 
 
 OPEN = {"2025-05-06": [("08:30", "09:00"), ("11:00", "12:30"), ("15:00", "17:00")],
@@ -179,3 +191,31 @@ async def test_questions_ask_for_the_first_and_last_opening_and_their_answers_ar
             day = task["answer"]["calls"][-1]["arguments"]["day"]
             assert task["answer"]["final"] in OPEN[day][index], (task["query"], task["answer"])
             assert task["metadata"]["target"][:2] == ["openings", index % len(OPEN[day])], task["metadata"]["target"]
+
+
+GAPS = f'''
+    from typing import Annotated
+    from pydantic import Field
+
+    OPEN = {OPEN!r}
+
+    @mcp.tool
+    def gaps(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
+        """The clinic's free time on one day."""
+        if day not in OPEN:
+            return {{"error": f"no schedule for {{day!r}}"}}
+        return {{"day": day, "free": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
+'''
+
+
+async def test_a_list_key_that_is_no_noun_is_asked_by_what_its_records_are(tmp_path):
+    """`free` holds spans of time: 'How many free slots ...', 'the first free slot', never 'number of free'."""
+    _, _, _, yaml = await explore(tmp_path, GAPS)
+    tasks = await tasks_of(yaml, tmp_path, n=40)
+    counted = [t for t in tasks if t["metadata"]["target"][-1] == COUNT]
+    assert counted, [t["query"] for t in tasks]
+    for task in counted:
+        assert "free slots" in task["query"], task["query"]
+        day = task["answer"]["calls"][-1]["arguments"]["day"]
+        assert task["answer"]["final"] == len(OPEN[day]), (task["query"], task["answer"])
+    assert not [t["query"] for t in tasks if re.search(r"free (?!slot)", t["query"])]
