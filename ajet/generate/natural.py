@@ -157,7 +157,7 @@ def _ask_forms(noun: str, where: str, unit: str, count: bool, amount: bool) -> d
     is asked with 'How many' (`count`), and a whole number without a unit with neither."""
     tail = f" {where}" if where else ""
     ask = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Can you look up the {noun}{tail}?"]
-    if where:
+    if where and not where.startswith("of "):  # never 'Of the first free slot on May 7, what is the end?'
         ask.append(f"{_cap(where)}, what is the {noun}?")
     if amount:
         ask.append(f"How much is the {noun}{tail}?")

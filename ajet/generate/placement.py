@@ -12,7 +12,7 @@ import random
 import re
 from typing import Any
 
-from ajet.generate.phrasing import (DAY_IN_WORDS, MONTHS, NUMBER_WORDS, TIME_OF_DAY, flag_phrase, hours_in_words, in_minutes,
+from ajet.generate.phrasing import (DAY_IN_WORDS, MONTHS, NUMBER_WORDS, POSITION, TIME_OF_DAY, flag_phrase, hours_in_words, in_minutes,
                                     show, time_bound, words)
 
 PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
@@ -185,6 +185,9 @@ def places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Rando
     """Each given value placed with the description of the call that takes it; the two sides of a
     conversion together ('from UTC to Asia/Tokyo')."""
     placed = []
+    if POSITION in given:  # the record first, as its own: 'the start of the first free slot on May 6'
+        placed.append(f"of {given[POSITION]}")
+        given = {k: v for k, v in given.items() if k != POSITION}
     pair = conversion_pair(given)
     if pair is not None:
         placed.append(f"from {show(given[pair[0]])} to {show(given[pair[1]])}")
