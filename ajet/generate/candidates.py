@@ -18,6 +18,7 @@ from typing import Any
 from ajet.generate import natural, phrasing
 from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
 from ajet.generate.glosses import cities_for, days_for, spelled_for
+from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, uncut
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -76,7 +77,8 @@ class Candidate:
         picks = [(step, (self.steps[i + 1].get("inputs_from") or [{}])[0].get("path"))
                  for i, step in enumerate(self.steps[:-1])] + [(self.steps[-1], self.path)]
         for step, path in picks:
-            label = item_label(parsed_result(step), path or [])
+            result = parsed_result(step)
+            label = item_label(result, path or [], uncut(step, result))
             if label and label != AMBIGUOUS and not any(values_match(label[1], v) for v in given.values()):
                 given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
         # an enum value the asked unit stands for is said as that unit ('in Fahrenheit', not 'in imperial')
@@ -110,58 +112,6 @@ def parsed_result(step: dict[str, Any]) -> Any:
     return structured(step.get("result"))
 
 
-_LABELS = ("title", "name", "label")
-AMBIGUOUS = ("", "")  # item_label's answer for a record that nothing in it names
-
-
-def item_label(result: Any, path: list[Any]) -> tuple[str, str] | None:
-    """The (key, text) naming the list record `path` runs through, when the list holds several: its
-    `title`, `name` or `label` ({"loans": [{"loan_id", "title": "Dune", ...}, ...]} -> ("title", "Dune")),
-    else its id ('id': 'O-5'); the key asked for is never its own label. AMBIGUOUS when nothing names
-    the record ("Ada's order total" when Ada has two orders): no question can say which one."""
-    node = result
-    for i, step in enumerate(path):
-        if isinstance(node, list) and isinstance(step, int) and step < len(node):
-            item = node[step]
-            if len(node) > 1:
-                asked = (path[i + 1:i + 2] or [None])[0]
-                if not isinstance(item, dict):
-                    return AMBIGUOUS
-                label = _record_label(item, asked, node)
-                if label is None:
-                    return AMBIGUOUS
-                if len(path) == i + 2 or not isinstance(item.get(asked), (dict, list)):
-                    return label
-            node = item
-        elif isinstance(node, dict) and step in node:
-            node = node[step]
-        else:
-            return None
-    return None
-
-
-def _record_label(item: dict[str, Any], asked: Any, records: list[Any]) -> tuple[str, str] | None:
-    """The field that names one record of `records`: a title or name no other record shares first
-    ('common_name' too), else an id-like key, else any short text no other record shares (a commit's
-    message)."""
-    def fits(key: Any, value: Any) -> bool:
-        return key != asked and not isinstance(value, bool) and isinstance(value, (str, int)) \
-            and 0 < len(str(value)) <= 60
-
-    def alone(key: Any, value: Any) -> bool:  # no other record has it: two "Customer call"s name neither
-        return sum(isinstance(r, dict) and same_value(r.get(key), value) for r in records) == 1
-    for key, value in item.items():
-        if fits(key, value) and isinstance(value, str) and _words(key) & set(_LABELS) and alone(key, value):
-            return str(key), value
-    for key, value in item.items():
-        if fits(key, value) and (_words(key) & {"id", "code", "sku", "number", "key"} or str(key).lower() == "id"):
-            return str(key), str(value)
-    for key, value in item.items():
-        if fits(key, value) and isinstance(value, str) and not re.match(r"\d{4}-\d{2}", value) and alone(key, value):
-            return str(key), value
-    return None
-
-
 def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
     """The values of a result a question can ask for: scalar leaves that are not an argument echoed
     back, not an argument's default said back, and not a value that changed when the call was made
@@ -186,7 +136,7 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
                 return  # the call's own input: asking for it is no question
             if under(path, volatile):
                 return  # it changes between identical calls: no reference answer
-            if any(same_value(node, default) and (isinstance(node, str) or (path and _words(name) & _words(path[-1])))
+            if any(same_value(node, default) and (isinstance(node, str) or (path and key_words(name) & key_words(path[-1])))
                    for name, default in defaults.items()):
                 return  # an argument's default said back ('units': 'metric'): the user never asked for it
             found.append((path, node))
@@ -205,16 +155,12 @@ def _read_off(value: Any, earlier: list[dict[str, Any]]) -> bool:
 
     def holds(node: Any) -> bool:
         if isinstance(node, dict):
-            return any(word in _words(key) or holds(child) for key, child in node.items())
+            return any(word in key_words(key) or holds(child) for key, child in node.items())
         if isinstance(node, list):
             return any(holds(child) for child in node)
         return isinstance(node, str) and node.strip().casefold() == word
 
-    return any(holds(parsed_result(step)) or word in _words(step.get("description") or "") for step in earlier)
-
-
-def _words(key: Any) -> set[str]:
-    return {w for w in re.split(r"[^a-z0-9]+", str(key).casefold()) if len(w) > 2}
+    return any(holds(parsed_result(step)) or word in key_words(step.get("description") or "") for step in earlier)
 
 
 def _is_wildcard(row: dict[str, Any]) -> bool:
@@ -232,7 +178,7 @@ def _sources_of(row: dict[str, Any], link: dict[str, Any], bank: list[dict[str, 
             continue
         paths = [path for path, leaf in _fitting(leaves[other["id"]], link["argument"]) if values_match(leaf, value)]
         if paths:
-            found.append((other, max(paths, key=lambda p: len(_words(p[-1])))))
+            found.append((other, max(paths, key=lambda p: len(key_words(p[-1])))))
     return found
 
 
@@ -344,7 +290,7 @@ def _odd_options(step: dict[str, Any]) -> bool:
 
 def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[list[Any], Any]]:
     """The (path, value) leaves of a result whose key shares a word with `argument`."""
-    return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and _words(argument) & _words(path[-1])]
+    return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and key_words(argument) & key_words(path[-1])]
 
 
 def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_tool: list[dict[str, Any]]) -> bool:
@@ -403,17 +349,18 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             continue  # an optional argument sent at its default, or more than MAX_OPTIONAL of them
         if any(passes_given(chain, i) for i in range(1, len(chain))):
             continue  # a link passes what the user gave (an id echoed back): the first call is needless
-        if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [])
-               == AMBIGUOUS for i, step in enumerate(chain[:-1])):
+        if any(item_label(parsed_result(step), (chain[i + 1].get("inputs_from") or [{}])[0].get("path") or [],
+                          uncut(step, parsed_result(step))) == AMBIGUOUS for i, step in enumerate(chain[:-1])):
             continue  # it passes one record of several that nothing names: "her order's status" when she has two
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
         returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
         last = parsed_result(chain[-1])
+        whole = uncut(chain[-1], last)
         named_lines = passed_lines(chain) if len(chain) > 1 else []
         for path, value in answer_paths(chain[-1]):
-            if item_label(last, path) == AMBIGUOUS:
+            if item_label(last, path, whole) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ajet.generate.phrasing import in_minutes
 from ajet.generate.result_data import structured
 
 ORIGINS = ("schema_enum", "schema_default", "schema_example", "description", "error_hint", "graph", "generic",
@@ -228,24 +229,30 @@ def schema_values(spec: ArgSpec) -> list[Value]:
             high = high if isinstance(high, (int, float)) else max(low + 10, 100)
             strict = (low + (1 if spec.type == "integer" else 0.5) if "exclusiveMinimum" in schema else low,
                       high - (1 if spec.type == "integer" else 0.5) if "exclusiveMaximum" in schema else high)
-            out += typed(in_range(*strict, spec.type), spec, "schema_example")
+            out += typed(in_range(*strict, spec.type, spec.name), spec, "schema_example")
     return out
 
 
 _ROUND_STEPS = (1, 2, 3, 5)  # round numbers are these times a power of ten: 20, 30, 50, 100, 200
 
 
-def _round_near(target: float) -> int:
-    """The round number (1, 2, 3 or 5 times a power of ten) nearest to `target` on a log scale."""
+# the lengths of time people book or ask for, in minutes: a 45-minute or 2-hour meeting, never a 100-minute one
+_MINUTE_STEPS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 360, 480, 720, 1440)
+
+
+def _round_near(target: float, minutes: bool = False) -> int:
+    """The round number (1, 2, 3 or 5 times a power of ten; for minutes a length people say) nearest
+    to `target` on a log scale."""
     scale = 10 ** math.floor(math.log10(target))
-    options = [step * scale for step in (*_ROUND_STEPS, 10)]
+    options = _MINUTE_STEPS if minutes and target <= _MINUTE_STEPS[-1] else [step * scale for step in (*_ROUND_STEPS, 10)]
     return int(min(options, key=lambda option: abs(math.log(option / target))))
 
 
-def in_range(low: float, high: float, kind: str | None) -> list[float]:
+def in_range(low: float, high: float, kind: str | None, name: str = "") -> list[float]:
     """A few values from low to high: every integer of a short range; else the ends and, for
-    integers, the round numbers a user would say between them, spread on a log scale (15..600 ->
-    15, 30, 100, 200, 600: a 30-minute meeting, never a 307-minute one); for decimals the middle."""
+    integers, the round numbers a user would say between them, spread on a log scale (1..1000 ->
+    1, 5, 30, 200, 1000; for argument `name` in minutes 15..600 -> 15, 45, 90, 240, 600: a 45-minute
+    meeting, never a 307- or 100-minute one); for decimals the middle."""
     if high < low:
         return []
     if kind == "integer" and float(low).is_integer() and float(high).is_integer():
@@ -253,7 +260,8 @@ def in_range(low: float, high: float, kind: str | None) -> list[float]:
         if high - low <= 12:
             return list(range(low, high + 1))
         start = max(low, 1)  # 0 and below have no logarithm: the spread starts at 1
-        inside = {_round_near(start * (high / start) ** (i / 4)) for i in (1, 2, 3)} if high > start else set()
+        minutes = in_minutes(name)
+        inside = {_round_near(start * (high / start) ** (i / 4), minutes) for i in (1, 2, 3)} if high > start else set()
         inside = {v for v in inside if low < v < high} or {(low + high) // 2}  # none round in -100..-20: the middle
         return [low, *sorted(inside), high]
     return [low, round((low + high) / 2, 4), high]

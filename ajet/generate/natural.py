@@ -33,7 +33,8 @@ from typing import Any
 
 from ajet.generate.explore_values import tokens
 from ajet.generate.glosses import unit_gloss
-from ajet.generate.result_data import COUNT
+from ajet.generate.record_names import records_noun
+from ajet.generate.result_data import COUNT, structured, value_at
 from ajet.generate.phrasing import show, words
 from ajet.generate.placement import (ID, MAX_DESCRIPTION, PREPOSITIONS, conversion_of, expression_words,
                                        is_converted, noun_of, pair_of, placeholder, places, words_before)
@@ -156,7 +157,7 @@ def _ask_forms(noun: str, where: str, unit: str, count: bool, amount: bool) -> d
     is asked with 'How many' (`count`), and a whole number without a unit with neither."""
     tail = f" {where}" if where else ""
     ask = [f"What is the {noun}{tail}?", f"What's the {noun}{tail}?", f"Can you look up the {noun}{tail}?"]
-    if where:
+    if where and not where.startswith("of "):  # never 'Of the first free slot on May 7, what is the end?'
         ask.append(f"{_cap(where)}, what is the {noun}?")
     if amount:
         ask.append(f"How much is the {noun}{tail}?")
@@ -274,6 +275,9 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
             and is_converted(path):
         return {"conversion": _conversion_forms(conv)}
     what = asked(path, value, last_description, last["arguments"], lex)
+    if len(path) >= 2 and path[-1] == COUNT and isinstance(path[-2], str):  # 'the number of free slots', not 'of free'
+        records = value_at(structured(last.get("result")), path[:-1])
+        what = Asked([f"number of {records_noun(path[-2], records if isinstance(records, list) else [])}"], "", True)
     gloss = unit_gloss(last, path[-1]) if path and isinstance(path[-1], str) else None
     if gloss:  # `temp_max_f` with units=imperial: 'the temp max, in Fahrenheit', the unit standing for the value
         argument, spellings, noun = gloss

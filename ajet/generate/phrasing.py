@@ -80,6 +80,25 @@ def show(value: Any) -> str:
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
                 9: "nine", 10: "ten"}
+TIME_OF_DAY = re.compile(r"(?:[01]?\d|2[0-3]):[0-5]\d")  # '14:00', '9:30'
+# The key under which a record named by its place in time order is given ('the first booking'):
+# ajet.generate.candidates labels the record, and the value is said as it is, never after its key.
+POSITION = "position"
+
+
+def in_minutes(name: str) -> bool:
+    """Whether argument `name` is a length of time in minutes (`duration_minutes`, `minutes`)."""
+    return bool(set(words(name).split(" ")) & {"minutes", "minute", "mins"})
+
+
+def hours_in_words(minutes: int) -> list[str]:
+    """How people say a whole number of hours given in minutes: 60 -> 'an hour', 120 -> 'two hours'."""
+    hours = minutes // 60
+    if minutes <= 0 or minutes % 60:
+        return []
+    if hours == 1:
+        return ["an hour", "one hour", "1 hour"]
+    return [f"{hours} hours"] + ([f"{NUMBER_WORDS[hours]} hours"] if hours in NUMBER_WORDS else [])
 
 
 def mentions(value: Any, text: str) -> bool:
@@ -102,7 +121,8 @@ DAY_IN_WORDS = re.compile(rf"({_MONTH_DAY}), (\d{{4}})")  # 'March 2, 2024', as 
 
 def said(name: str, value: Any, question: str) -> bool:
     """Whether `question` gives argument `name`'s value: a boolean by its phrase ('including tax'), a
-    month number by its name ('in March'), anything else as `mentions` reads it."""
+    month number by its name ('in March'), minutes in hours ('two hours'), anything else as `mentions`
+    reads it."""
     if isinstance(value, bool):
         return flag_phrase(name, value) in question.casefold()
     if isinstance(value, str) and re.fullmatch(r"[\d\s.+\-*/]*\d[\d\s.]*[+\-*/][\d\s.+\-*/]*", value):
@@ -114,6 +134,9 @@ def said(name: str, value: Any, question: str) -> bool:
     if words(name).split(" ")[-1] == "month" and isinstance(value, int) and 1 <= value <= 12 \
             and re.search(rf"\b{MONTHS[value - 1]}\b", question, re.IGNORECASE):
         return True
+    if in_minutes(name) and isinstance(value, int) and any(
+            re.search(rf"(?<![\w-]){form}\b", question, re.IGNORECASE) for form in hours_in_words(value)):
+        return True  # a length in minutes said in hours ('for two hours' for 120)
     day = DAY_IN_WORDS.fullmatch(value) if isinstance(value, str) else None
     if day and re.search(rf"\b{day.group(1)} and {_MONTH_DAY}, {day.group(2)}\b", question):
         return True  # the first day of a span whose year is said once ('between March 2 and March 10, 2024')
@@ -186,7 +209,8 @@ def plain_question(field: str, mention: dict[str, Any], rng: random.Random) -> s
         name, value = next(iter(mention.items()))
         given = say(name, value)
     else:
-        given = ", ".join(say(k, v) if isinstance(v, bool) else f"{words(k)} {show(v)}" for k, v in mention.items())
+        given = ", ".join(say(k, v) if isinstance(v, bool) or k == POSITION else f"{words(k)} {show(v)}"
+                          for k, v in mention.items())
     forms = [f"What is the {field} for {given}?", f"Tell me the {field} for {given}.",
              f"Can you tell me the {field} for {given}?", f"For {given}, what is the {field}?"]
     return rng.choice(forms)

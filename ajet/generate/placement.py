@@ -1,8 +1,9 @@
 """Where each value a user gives goes in a question, and how it is said: 'in Boston' (the description's
 placeholder, "in a city"), 'member M-2041' (an id with its noun), 'for 2 weeks' (a count with its
-plural), 'with capacity at least 4' (a bound), 'from UTC to Asia/Tokyo' (a conversion's two sides),
-'between March 2 and March 10, 2024' (a span), '12 times 7' (an expression). Pure functions of a
-call's arguments and its tool's description; ajet.generate.natural builds the sentences around them.
+plural), 'for two hours' (120 minutes), 'at 14:00' (a time of day), 'with capacity at least 4' (a
+bound), 'from UTC to Asia/Tokyo' (a conversion's two sides), 'between March 2 and March 10, 2024' (a
+span), '12 times 7' (an expression). Pure functions of a call's arguments and its tool's description;
+ajet.generate.natural builds the sentences around them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import random
 import re
 from typing import Any
 
-from ajet.generate.phrasing import DAY_IN_WORDS, MONTHS, NUMBER_WORDS, flag_phrase, show, time_bound, words
+from ajet.generate.phrasing import (DAY_IN_WORDS, MONTHS, NUMBER_WORDS, POSITION, TIME_OF_DAY, flag_phrase, hours_in_words, in_minutes,
+                                    show, time_bound, words)
 
 PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
@@ -77,6 +79,8 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
             thing = " ".join(parts[1:-1] if unit else parts[1:])
             bound = "at least" if parts[0].startswith("min") else "at most"
             return f"with {thing} {bound} {shown}{' ' + unit if unit else ''}"
+        if in_minutes(name) and hours_in_words(value) and rng.random() < 0.7:  # 120: 'for two hours'
+            return f"for {rng.choice(hours_in_words(value))}"
         if parts[-1] in _UNITS and len(parts) > 1:  # duration_minutes=30: 'for 30 minutes'
             return f"for {shown} {parts[-1]}"
         if noun.endswith("s") and not noun.endswith("ss") and " " not in noun:
@@ -87,6 +91,8 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
         if re.fullmatch(r"(19|20)\d\d", shown):
             return f"in {shown}"
         return f"with {noun} {shown}"
+    if isinstance(value, str) and TIME_OF_DAY.fullmatch(value):  # a time of day: 'at 14:00', 'ending at 16:00'
+        return f"ending at {shown}" if set(words(name).split(" ")) & {"end", "ends", "until", "finish"} else f"at {shown}"
     return rng.choice([f"for {shown}", f"for {shown}", f"of {shown}", f"on {shown}"])
 
 
@@ -179,6 +185,9 @@ def places(steps: list[dict[str, Any]], given: dict[str, Any], rng: random.Rando
     """Each given value placed with the description of the call that takes it; the two sides of a
     conversion together ('from UTC to Asia/Tokyo')."""
     placed = []
+    if POSITION in given:  # the record first, as its own: 'the start of the first free slot on May 6'
+        placed.append(f"of {given[POSITION]}")
+        given = {k: v for k, v in given.items() if k != POSITION}
     pair = conversion_pair(given)
     if pair is not None:
         placed.append(f"from {show(given[pair[0]])} to {show(given[pair[1]])}")

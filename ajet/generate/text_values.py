@@ -293,13 +293,13 @@ def _list_items(text: str) -> list[str]:
 def expand(values: list[Any], spec: ArgSpec, kind: str) -> list[Any]:
     """A range's values for a numeric argument; other mentions as they are."""
     if kind == "range":
-        return in_range(values[0], values[1], spec.type) if spec.type in ("integer", "number") else []
+        return in_range(values[0], values[1], spec.type, spec.name) if spec.type in ("integer", "number") else []
     out: list[Any] = []
     for value in values:
         ranged = _RANGE.fullmatch(str(value).strip()) if spec.type in ("integer", "number") else None
         if ranged:
             low, high = (ranged.group(1), ranged.group(2)) if ranged.group(1) else (ranged.group(3), ranged.group(4))
-            out += in_range(float(low), float(high), spec.type)
+            out += in_range(float(low), float(high), spec.type, spec.name)
         else:
             out.append(value)
     return out
@@ -468,6 +468,6 @@ def hint_values(message: str, spec: ArgSpec) -> list[Value]:
     if spec.type in ("integer", "number"):
         for m in _RANGE.finditer(re.split(r"\s\[type=", message[:MAX_TEXT])[0]):
             low, high = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-            items += [v for v in in_range(float(low), float(high), spec.type) if v not in items]
+            items += [v for v in in_range(float(low), float(high), spec.type, spec.name) if v not in items]
     formats = [v.value for v in format_values(ArgSpec(spec.name, {}, spec.type, spec.required), message)]
     return typed(items + [v for v in formats if v not in items], spec, "error_hint")

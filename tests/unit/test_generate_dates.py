@@ -11,6 +11,7 @@ import re
 
 from ajet.generate.explore_values import ArgSpec
 from ajet.generate.glosses import day_words, days_for
+from ajet.generate.phrasing import said
 from ajet.generate.placement import place
 from ajet.generate.result_data import structured
 from ajet.generate.text_values import day_of
@@ -63,6 +64,23 @@ def test_a_day_is_said_in_words_and_a_bound_with_since_or_until_by_hand():
     assert place("end_date", "2025-03-09", "", rng) == "until 2025-03-09"
     assert place("before", "2025-03-09", "", rng) == "until 2025-03-09"
     assert not place("from_unit", "MMBtu", "", rng).startswith("since")
+
+
+def test_a_time_of_day_is_said_at_and_whole_hours_in_words_by_hand():
+    rng = random.Random(0)
+    assert place("start", "14:00", "", rng) == "at 14:00"  # a booking's start, never 'on 14:00'
+    assert place("end", "16:00", "", rng) == "ending at 16:00"  # the slot that ends then, not one at 16:00
+    assert place("start_time", "09:30", "", rng) == "since 09:30"  # a bound of a span, as before
+    said_as = {place("duration_minutes", 120, "", random.Random(seed)) for seed in range(30)}
+    assert said_as == {"for 120 minutes", "for 2 hours", "for two hours"}, said_as
+    assert {place("duration_minutes", 60, "", random.Random(seed)) for seed in range(30)} \
+        == {"for 60 minutes", "for an hour", "for one hour", "for 1 hour"}
+    assert {place("duration_minutes", 90, "", random.Random(seed)) for seed in range(10)} == {"for 90 minutes"}
+    assert said("duration_minutes", 120, "Is rm-1 free for two hours on May 2?")
+    assert said("duration_minutes", 60, "Find me an hour in rm-203.")
+    assert not said("duration_minutes", 60, "Find me 6 hours in rm-203.")
+    assert not said("duration_minutes", 120, "Is rm-1 free for twelve hours?")
+    assert not said("capacity", 120, "Room for two hours?")  # not minutes: hours say nothing of it
 
 
 def test_a_mailbox_is_a_name_and_an_address_and_code_is_no_label_by_hand():

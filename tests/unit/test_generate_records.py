@@ -3,18 +3,22 @@
 from the 'YYYY-MM-DD' format, and the server's records lie on three days of its own) is called outward
 from the days tried until a day holds data; the days around it are tried too, and the kept calls of
 every tool taking a day are made again on the days found. A tool whose only number is its list's
-length gets its records' fields asked in turn with that length, not after every length question; and
-a record is named by a title only when no other record of its list has that title."""
+length gets its records' fields asked in turn with that length, not after every length question; a
+record is named by a title only when no other record of its list has that title; and the first and
+last of records in time order are named by their place ('the first opening')."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import date
 
 import random
 
 from ajet.generate import explore_variants
-from ajet.generate.candidates import Candidate, item_label
+from ajet.generate.candidates import Candidate
 from ajet.generate.explore_variants import _on_day
+from ajet.generate.record_names import item_label, records_noun, uncut
 from ajet.generate.result_data import COUNT
 from ajet.generate.schedule import _queue
 
@@ -122,3 +126,107 @@ def test_a_title_two_records_share_names_neither_by_hand():
     no_ids = {"bookings": [{k: v for k, v in b.items() if k != "booking_id"} for b in day["bookings"]]}
     assert item_label(no_ids, ["bookings", 1, "title"]) == ("organizer", "Grace")
     assert item_label(no_ids, ["bookings", 1, "organizer"]) == ("", "")  # nothing names it: no question
+
+
+def test_the_first_of_records_in_time_order_is_named_by_its_place_by_hand():
+    slots = {"room_id": "rm-1", "free": [{"start": "9:30", "end": "10:00"}, {"start": "10:30", "end": "12:00"},
+                                         {"start": "14:00", "end": "18:00"}]}
+    assert item_label(slots, ["free", 0, "start"]) == ("position", "the first free slot")  # '9:30' before '10:30'
+    assert item_label(slots, ["free", 1, "start"]) == ("end", "12:00")  # between the ends: by a field
+    # the last only of a list that is all there is: a call that a limit or a page may have cut is not
+    assert item_label(slots, ["free", 2, "start"]) == ("end", "18:00")
+    assert item_label(slots, ["free", 2, "start"], whole=True) == ("position", "the last free slot")
+    day = {"arguments": {"room_id": "rm-1"}, "result": json.dumps(slots)}
+    assert uncut(day) and not uncut({**day, "optional": ["max_results"]})
+    assert not uncut({**day, "arguments": {"room_id": "rm-1", "page": 2}})
+    assert not uncut({**day, "result": json.dumps({**slots, "next_cursor": "x"})})
+    log = {"commits": [{"sha": "c3", "date": "2025-03-04T10:00:00Z", "message": "fix"},
+                       {"sha": "c2", "date": "2025-03-01T08:00:00Z", "message": "add"}]}
+    assert item_label(log, ["commits", 0, "message"]) == ("position", "the latest commit")  # newest first
+    assert item_label(log, ["commits", 1, "message"], whole=True) == ("position", "the earliest commit")
+    shuffled = {"free_slots": [slots["free"][1], slots["free"][0], slots["free"][2]]}
+    assert item_label(shuffled, ["free_slots", 0, "start"]) == ("end", "12:00")  # no order, no place
+    same_day = {"visits": [{"day": "2025-03-04", "who": "Ada"}, {"day": "2025-03-04", "who": "Alan"}]}
+    assert item_label(same_day, ["visits", 0, "day"]) == ("who", "Ada")  # a tie is no order
+    titled = {"bookings": [{"start": "09:00", "title": "Retro"}, {"start": "10:00", "title": "Standup"}]}
+    assert item_label(titled, ["bookings", 0, "start"]) == ("title", "Retro")  # a title names it first
+
+
+def test_records_are_called_by_their_list_key_and_spans_of_time_slots_by_hand():
+    spans = [{"start": "9:30", "end": "10:00"}, {"from": "2025-01-02", "until": "2025-01-05"}]
+    assert records_noun("free", spans) == "free slots"  # the key is no noun: the records say what they are
+    assert records_noun("free", [{"start": "9:30", "note": "10:00"}]) == "free ones"  # no end: no span
+    assert records_noun("free", [{"start": "soon", "end": "later"}]) == "free ones"  # no times: no span
+    assert records_noun("free", []) == "free ones"
+    assert records_noun("bookings", spans) == "bookings"  # a plural noun is kept
+    assert records_noun("ticketList", []) == "tickets"
+    assert records_noun("items", spans) == "items"
+
+
+OPEN = {"2025-05-06": [("08:30", "09:00"), ("11:00", "12:30"), ("15:00", "17:00")],
+        "2025-05-07": [("10:00", "10:45"), ("13:15", "16:00")]}
+CLINIC = f'''
+    from typing import Annotated
+    from pydantic import Field
+
+    OPEN = {OPEN!r}
+
+    @mcp.tool
+    def openings(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
+        """The free appointment slots of the clinic on one day, earliest first."""
+        if day not in OPEN:
+            return {{"error": f"no schedule for {{day!r}}"}}
+        return {{"day": day, "openings": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
+'''
+
+
+async def test_questions_ask_for_the_first_and_last_opening_and_their_answers_are_those(tmp_path):
+    _, kept, _, yaml = await explore(tmp_path, CLINIC)
+    assert any(r["tool"] == "openings" and '"openings":[{' in r["content"] for r in kept), kept
+    tasks = await tasks_of(yaml, tmp_path, n=40)
+    for word, index in (("first", 0), ("last", -1)):
+        asked = [t for t in tasks if f"the {word} opening" in t["query"]]
+        assert asked, (word, [t["query"] for t in tasks])
+        for task in asked:
+            day = task["answer"]["calls"][-1]["arguments"]["day"]
+            assert task["answer"]["final"] in OPEN[day][index], (task["query"], task["answer"])
+            assert task["metadata"]["target"][:2] == ["openings", index % len(OPEN[day])], task["metadata"]["target"]
+
+
+GAPS = f'''
+    from typing import Annotated
+    from pydantic import Field
+
+    OPEN = {OPEN!r}
+
+    @mcp.tool
+    def gaps(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
+        """The clinic's free time on one day."""
+        if day not in OPEN:
+            return {{"error": f"no schedule for {{day!r}}"}}
+        return {{"day": day, "free": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
+'''
+
+
+async def test_a_list_key_that_is_no_noun_is_asked_by_what_its_records_are(tmp_path):
+    """`free` holds spans of time: 'How many free slots ...', 'the first free slot', never 'number of free'."""
+    _, _, _, yaml = await explore(tmp_path, GAPS)
+    tasks = await tasks_of(yaml, tmp_path, n=40)
+    counted = [t for t in tasks if t["metadata"]["target"][-1] == COUNT]
+    assert counted, [t["query"] for t in tasks]
+    for task in counted:
+        assert "free slots" in task["query"], task["query"]
+        day = task["answer"]["calls"][-1]["arguments"]["day"]
+        assert task["answer"]["final"] == len(OPEN[day]), (task["query"], task["answer"])
+    assert not [t["query"] for t in tasks if re.search(r"free (?!slot)", t["query"])]
+
+
+async def test_a_record_named_by_its_place_is_said_first_as_whose_field_is_asked(tmp_path):
+    """'the start of the first free slot on May 6, 2025', never 'the start on May 6 on the first free slot'."""
+    _, _, _, yaml = await explore(tmp_path, GAPS)
+    tasks = await tasks_of(yaml, tmp_path, n=40)
+    placed = [t["query"] for t in tasks if re.search(r"\b(first|last) free slot", t["query"])]
+    assert placed, [t["query"] for t in tasks]
+    for query in placed:
+        assert re.search(r"\b(start|end) of the (first|last) free slot\b", query, re.IGNORECASE), query
+        assert not query.startswith("Of "), query
