@@ -165,19 +165,27 @@ def test_records_are_called_by_their_list_key_and_spans_of_time_slots_by_hand():
 
 OPEN = {"2025-05-06": [("08:30", "09:00"), ("11:00", "12:30"), ("15:00", "17:00")],
         "2025-05-07": [("10:00", "10:45"), ("13:15", "16:00")]}
-CLINIC = f'''
+
+
+def clinic(tool: str, doc: str, list_key: str) -> str:
+    """A one-tool clinic server whose result lists the day's free spans of OPEN under `list_key`."""
+    return f'''
     from typing import Annotated
     from pydantic import Field
 
     OPEN = {OPEN!r}
 
     @mcp.tool
-    def openings(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
-        """The free appointment slots of the clinic on one day, earliest first."""
+    def {tool}(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
+        """{doc}"""
         if day not in OPEN:
             return {{"error": f"no schedule for {{day!r}}"}}
-        return {{"day": day, "openings": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
+        return {{"day": day, "{list_key}": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
 '''
+
+
+CLINIC = clinic("openings", "The free appointment slots of the clinic on one day, earliest first.", "openings")
+GAPS = clinic("gaps", "The clinic's free time on one day.", "free")
 
 
 async def test_questions_ask_for_the_first_and_last_opening_and_their_answers_are_those(tmp_path):
@@ -191,21 +199,6 @@ async def test_questions_ask_for_the_first_and_last_opening_and_their_answers_ar
             day = task["answer"]["calls"][-1]["arguments"]["day"]
             assert task["answer"]["final"] in OPEN[day][index], (task["query"], task["answer"])
             assert task["metadata"]["target"][:2] == ["openings", index % len(OPEN[day])], task["metadata"]["target"]
-
-
-GAPS = f'''
-    from typing import Annotated
-    from pydantic import Field
-
-    OPEN = {OPEN!r}
-
-    @mcp.tool
-    def gaps(day: Annotated[str, Field(description="Day, YYYY-MM-DD; the clinic lists 2025-05-06 and 2025-05-07.")]) -> dict:
-        """The clinic's free time on one day."""
-        if day not in OPEN:
-            return {{"error": f"no schedule for {{day!r}}"}}
-        return {{"day": day, "free": [{{"start": a, "end": b}} for a, b in OPEN[day]]}}
-'''
 
 
 async def test_a_list_key_that_is_no_noun_is_asked_by_what_its_records_are(tmp_path):
