@@ -106,15 +106,20 @@ def _description_noun(head: str, description: str, lex: dict[str, str]) -> str |
     return None
 
 
-def asked(path: list[Any], value: Any, description: str, arguments: dict[str, Any], lex: dict[str, str]) -> Asked:
+def asked(path: list[Any], value: Any, description: str, arguments: dict[str, Any], lex: dict[str, str],
+          result: Any = None) -> Asked:
     """What a question for the value at `path` asks: `["price_usd_per_mmbtu"]` -> nouns ['price',
     'natural gas price'], unit 'USD per MMBtu'; `["available", "Oakwood"]` -> 'available at Oakwood'
     (or the description's 'copies available at Oakwood' when it says "copies available at each branch");
-    `["price_a"]` with argument city_a=Boston -> 'price of Boston'."""
+    `["price_a"]` with argument city_a=Boston -> 'price of Boston'; a list's length by what its records
+    are when the call's `result` is given (`["free", COUNT]` of spans of time -> 'number of free slots')."""
     keys = [p for p in path if isinstance(p, str)]
     if not keys:
         return Asked(["result"], "", False)
     if path[-1] == COUNT and len(keys) >= 2:  # the length of a list: "How many bookings ...", "the number of bookings"
+        if result is not None and isinstance(path[-2], str):  # the records say what a key that is no noun counts
+            records = value_at(structured(result), path[:-1])  # ('free slots', not 'free')
+            return Asked([f"number of {records_noun(path[-2], records if isinstance(records, list) else [])}"], "", True)
         return Asked([f"number of {words(keys[-2])}"], "", True)
     if len(path) >= 2 and isinstance(path[-2], str) and isinstance(path[-1], str) \
             and re.fullmatch(r"[a-z][a-z0-9_]*|[a-z]+(?:[A-Z][a-z0-9]*)+", path[-1]):
@@ -274,10 +279,7 @@ def families(steps: list[dict[str, Any]], path: list[Any], value: Any, given: di
     if conv and len(steps) == 1 and conv["amount"] and path and path[-1] not in (conv["source_arg"], conv["target_arg"]) \
             and is_converted(path):
         return {"conversion": _conversion_forms(conv)}
-    what = asked(path, value, last_description, last["arguments"], lex)
-    if len(path) >= 2 and path[-1] == COUNT and isinstance(path[-2], str):  # 'the number of free slots', not 'of free'
-        records = value_at(structured(last.get("result")), path[:-1])
-        what = Asked([f"number of {records_noun(path[-2], records if isinstance(records, list) else [])}"], "", True)
+    what = asked(path, value, last_description, last["arguments"], lex, last.get("result"))
     gloss = unit_gloss(last, path[-1]) if path and isinstance(path[-1], str) else None
     if gloss:  # `temp_max_f` with units=imperial: 'the temp max, in Fahrenheit', the unit standing for the value
         argument, spellings, noun = gloss

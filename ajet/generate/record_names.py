@@ -131,11 +131,11 @@ def _is_span(record: Any) -> bool:
     ({'start': '09:00', 'end': '10:30'}, {'from': '2025-01-02', 'until': '2025-01-05'})."""
     if not isinstance(record, dict):
         return False
-    ends = set()
+    bounds = set()  # the start and end words of the keys that hold a time or date
     for key, value in record.items():
         if isinstance(value, str) and _WHEN.fullmatch(value):
-            ends |= set(phrasing.words(key).split(" ")) & (_STARTS | _ENDS)
-    return bool(ends & _STARTS and ends & _ENDS)
+            bounds |= set(phrasing.words(key).split(" ")) & (_STARTS | _ENDS)
+    return bool(bounds & _STARTS and bounds & _ENDS)
 
 
 _STARTS = {"start", "starts", "begin", "begins", "from", "since"}

@@ -202,7 +202,9 @@ async def test_questions_ask_for_the_first_and_last_opening_and_their_answers_ar
 
 
 async def test_a_list_key_that_is_no_noun_is_asked_by_what_its_records_are(tmp_path):
-    """`free` holds spans of time: 'How many free slots ...', 'the first free slot', never 'number of free'."""
+    """`free` holds spans of time: 'How many free slots ...', never 'number of free'; a record named by its
+    place is said first, as whose field is asked: 'the start of the first free slot on May 6, 2025', never
+    'the start on May 6 on the first free slot'."""
     _, _, _, yaml = await explore(tmp_path, GAPS)
     tasks = await tasks_of(yaml, tmp_path, n=40)
     counted = [t for t in tasks if t["metadata"]["target"][-1] == COUNT]
@@ -212,12 +214,6 @@ async def test_a_list_key_that_is_no_noun_is_asked_by_what_its_records_are(tmp_p
         day = task["answer"]["calls"][-1]["arguments"]["day"]
         assert task["answer"]["final"] == len(OPEN[day]), (task["query"], task["answer"])
     assert not [t["query"] for t in tasks if re.search(r"free (?!slot)", t["query"])]
-
-
-async def test_a_record_named_by_its_place_is_said_first_as_whose_field_is_asked(tmp_path):
-    """'the start of the first free slot on May 6, 2025', never 'the start on May 6 on the first free slot'."""
-    _, _, _, yaml = await explore(tmp_path, GAPS)
-    tasks = await tasks_of(yaml, tmp_path, n=40)
     placed = [t["query"] for t in tasks if re.search(r"\b(first|last) free slot", t["query"])]
     assert placed, [t["query"] for t in tasks]
     for query in placed:
