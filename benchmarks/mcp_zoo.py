@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,11 +54,36 @@ def run(args: list[str], log: Path) -> float:
     """Run one CLI command, its output to `log`; its wall seconds. A failure raises with the log's tail."""
     started = time.time()
     with log.open("w") as out:
-        code = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, cwd=REPO).returncode
+        # its own process group, so that stopping this script stops the stage and what it started (MCP servers)
+        stage = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        try:
+            code = stage.wait()
+        finally:
+            if stage.poll() is None:
+                stop_group(stage)
     if code:
         tail = "".join(log.read_text().splitlines(True)[-20:])
         raise StageFailed(f"{' '.join(args[:3])} ... failed ({code}); last lines of {log}:\n{tail}")
     return time.time() - started
+
+
+def stop_group(stage: subprocess.Popen, grace_seconds: float = 30.0) -> None:
+    """Stop a stage's whole process group: SIGTERM, then SIGKILL once `grace_seconds` pass."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(stage.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            stage.wait(grace_seconds)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so `run` stops the running stage rather than orphan it."""
+    sys.exit(128 + signum)
 
 
 def server_for_pipeline(name: str) -> str:
@@ -228,6 +255,7 @@ def main() -> None:
                         metavar="FILE", help="print the table of the newest result per server in FILE (default: "
                         "benchmarks/results/mcp_zoo.jsonl) and its means; runs nothing")
     args, overrides = parser.parse_known_args()
+    signal.signal(signal.SIGTERM, exit_on_signal)
     if args.summary is not None:
         if not args.summary.exists():
             parser.error(f"no results file {args.summary}")

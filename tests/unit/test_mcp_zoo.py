@@ -136,3 +136,42 @@ def test_summary_tables_the_newest_tutorial_run_per_server_and_refuses_a_broken_
     path.write_text(json.dumps(rows[0]) + "\n{not json\n" + json.dumps(rows[1]) + "\n")
     done = subprocess.run([sys.executable, str(script), "--summary", str(path)], capture_output=True, text=True)
     assert done.returncode != 0 and f"{path}:2 is not a JSON line" in done.stderr
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (a zombie awaiting its reaper has stopped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
+def test_stopping_the_benchmark_stops_its_stage_and_what_the_stage_started(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    # a stage (an `ajet` command) that starts a server of its own, as `ajet train` starts MCP servers
+    stage = ("import os, subprocess, sys, time; "
+             "server = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+             "print(os.getpid(), server.pid, flush=True); time.sleep(600)")
+    log = tmp_path / "stage.log"
+    bench = ("import signal, sys; sys.path.insert(0, %r); import mcp_zoo; "
+             "signal.signal(signal.SIGTERM, mcp_zoo.exit_on_signal); "
+             "mcp_zoo.run([sys.executable, '-c', %r], __import__('pathlib').Path(%r))"
+             % (str(ZOO.parent), stage, str(log)))
+    script = subprocess.Popen([sys.executable, "-c", bench])
+    deadline = time.time() + 60
+    while not (log.exists() and len(log.read_text().split()) == 2):
+        assert time.time() < deadline and script.poll() is None, "the stage never started"
+        time.sleep(0.1)
+    stage_pid, server_pid = map(int, log.read_text().split())
+    assert _alive(stage_pid) and _alive(server_pid)
+
+    script.send_signal(signal.SIGTERM)
+    assert script.wait(60) == 128 + signal.SIGTERM
+    deadline = time.time() + 30  # the orphaned server is reaped by init, not by us
+    while _alive(server_pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(stage_pid) and not _alive(server_pid)
