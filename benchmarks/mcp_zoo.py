@@ -69,16 +69,14 @@ def run(args: list[str], log: Path) -> float:
 
 def stop_group(stage: subprocess.Popen, grace_seconds: float = 30.0) -> None:
     """Stop a stage's whole process group: SIGTERM, then SIGKILL once `grace_seconds` pass."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(stage.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            stage.wait(grace_seconds)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    try:
+        os.killpg(stage.pid, signal.SIGTERM)
+        stage.wait(grace_seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(stage.pid, signal.SIGKILL)
+        stage.wait()
+    except ProcessLookupError:
+        pass  # it ended on its own meanwhile
 
 
 def exit_on_signal(signum: int, frame: object) -> None:

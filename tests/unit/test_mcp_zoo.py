@@ -142,7 +142,7 @@ def _alive(pid: int) -> bool:
     """A process that runs (a zombie awaiting its reaper has stopped)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
+    except FileNotFoundError:
         return False
 
 
