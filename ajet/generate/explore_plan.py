@@ -123,6 +123,25 @@ class CallPlanner:
             # never a value this call sent: an error quotes it back ("unknown room 'x'")
             self.add(tool.name, spec.name, [v for v in hint_values(error, spec) if value_key(v.value) not in sent])
 
+    def _each_option_alone(self, tool: ExploredTool, pools: dict[str, list[Value]]) -> list[dict[str, Value]]:
+        """Every optional value also sent with the other optional arguments left out, for a tool with two
+        or more: the first pass sets them all at once, so `floor 3` was only ever asked beside a capacity
+        and a feature, and no task asked the rooms on floor 3 alone (the trained model then added options
+        nobody asked for). Required arguments take a random candidate each."""
+        optional = [spec.name for spec in tool.specs if not spec.required and spec.name in pools]
+        if len(optional) < 2:
+            return []
+        combos = []
+        for arg in optional:
+            for value in pools[arg]:
+                if value is OMIT:
+                    continue
+                combo = {a: value if a == arg else OMIT if a in optional else self.rng.choice(pool)
+                         for a, pool in pools.items()}
+                if _distinct_texts(combo):
+                    combos.append(_cohere(combo, pools))
+        return combos
+
     def plan(self, tool: ExploredTool, allowance: int) -> list[tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]]:
         """Up to `allowance` new calls: first every candidate value not tried yet, then random ones."""
         if self.timeouts[tool.name] >= MAX_TIMEOUTS:
@@ -159,10 +178,10 @@ class CallPlanner:
                 combo[a] = next((options[(i + j + k) % len(options)] for k in range(len(options))
                                  if options_text[(i + j + k) % len(options)] not in texts), options[(i + j) % len(options)])
             combos.append(_cohere(combo, pools))
+        combos += self._each_option_alone(tool, pools)
         for _ in range(20 * allowance):
             combo = _cohere({a: self.rng.choice(pool) for a, pool in pools.items()}, pools)
-            texts = [v.value for v in combo.values() if isinstance(v.value, str)]
-            if len(set(texts)) == len(texts):  # compare Dallas with Dallas: a call, but not a question
+            if _distinct_texts(combo):
                 combos.append(combo)
         planned, keys = [], set()
         for combo in combos:
@@ -177,6 +196,12 @@ class CallPlanner:
             if len(planned) >= allowance:
                 break
         return planned
+
+
+def _distinct_texts(combo: dict[str, Value]) -> bool:
+    """No text given to two arguments: comparing Dallas with Dallas is a call, but not a question."""
+    texts = [v.value for v in combo.values() if isinstance(v.value, str)]
+    return len(set(texts)) == len(texts)
 
 
 def _cohere(combo: dict[str, Value], pools: dict[str, list[Value]]) -> dict[str, Value]:
