@@ -18,7 +18,7 @@ from typing import Any
 from ajet.generate import natural, phrasing
 from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
 from ajet.generate.glosses import cities_for, days_for, spelled_for
-from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, uncut
+from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, naming_keys, uncut
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -204,6 +204,9 @@ def rebased(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_WHOLE_LIST = 1000  # records of a list `plainest` searches: all of any list a tool returns in one call
+
+
 def _optional_count(step: dict[str, Any]) -> int:
     return sum(1 for name in step.get("optional") or [] if name in step["arguments"])
 
@@ -212,8 +215,10 @@ def plainest(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The bank with each call fed by a call that set optional arguments fed instead by a call of the
     same tool that set fewer and returned the same value under the same key: exploration records the
     first call a value came from (list_rooms(min_capacity=1, has_video=false)), a user lists the rooms
-    plainly (list_rooms()), and a chain through an argument sent at its default is no task at all."""
-    leaves = {row["id"]: answer_paths(row) for row in bank}
+    plainly (list_rooms()), and a chain through an argument sent at its default is no task at all. The
+    plainer call is searched through every record of its lists (the room may stand tenth in list_rooms()),
+    each walked when first searched."""
+    leaves: dict[str, list[tuple[list[Any], Any]]] = {}
     by_id = {row["id"]: row for row in bank}
     out = []
     for row in bank:
@@ -224,6 +229,8 @@ def plainest(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
             plainer = sorted((o for o in bank if o["tool"] == parent["tool"] and not _odd_options(o)
                               and _optional_count(o) < _optional_count(parent)), key=_optional_count)
             for other in plainer:
+                if other["id"] not in leaves:
+                    leaves[other["id"]] = answer_paths(other, max_items=_WHOLE_LIST)
                 paths = [p for p, leaf in leaves[other["id"]] if values_match(leaf, value) and p[-1:] == links[0]["path"][-1:]]
                 if paths:
                     row = {**row, "inputs_from": [{**links[0], "call": other["id"], "path": paths[0]}]}
@@ -295,10 +302,11 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
 
 def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_tool: list[dict[str, Any]]) -> bool:
     """Whether the call sets an optional argument that the answer does not depend on: a call of the same tool
-    with that argument left out or set otherwise, the others alike, returned the same value at `path`
-    (the day's high 'including hourly', the number of readings 'in imperial'). Asked with it, the question
-    teaches a model to send options the user's words never call for."""
+    with that argument left out or set otherwise, the others alike, returned the same value for the same
+    record (`_twin_path`: the day's high 'including hourly', Harbor View's capacity 'with floor 2'). Asked
+    with it, the question teaches a model to send options the user's words never call for."""
     defaults = step.get("defaults") or {}
+    result = parsed_result(step)
     for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
         rest = {k: v for k, v in step["arguments"].items() if k != name}
         for twin in same_tool:
@@ -306,10 +314,48 @@ def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_too
             if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
                     or same_value(other.get(name, defaults.get(name)), step["arguments"][name]):
                 continue
-            found = value_at(parsed_result(twin), path)
+            twin_result = parsed_result(twin)
+            twin_path = _twin_path(result, path, twin_result)
+            found = MISSING if twin_path is None else value_at(twin_result, twin_path)
             if found is not MISSING and same_value(found, value):
                 return True
     return False
+
+
+def _twin_path(result: Any, path: list[Any], twin: Any) -> list[Any] | None:
+    """The path in `twin` (another call's result of the same tool) to what `path` reaches in `result`, each
+    list record found again as the record equal to it (list_rooms() holds Harbor View at another place
+    than list_rooms(floor=2)). None where the twin lacks the record, or where `result`'s list holds that
+    one record and the twin's holds several: the option narrowed the list to it, so the question names the
+    record by that option ('the room on floor 3 with video') and needs it."""
+    found: list[Any] = []
+    node, other = result, twin
+    for step in path:
+        if isinstance(node, list) and isinstance(step, int):
+            if not isinstance(other, list) or not 0 <= step < len(node) or (len(node) == 1 < len(other)):
+                return None
+            place = step if step < len(other) and _same_record(node[step], other[step]) else next(
+                (i for i, record in enumerate(other) if _same_record(node[step], record)), None)
+            if place is None:
+                return None
+            node, other = node[step], other[place]
+            found.append(place)
+        elif isinstance(node, dict) and step in node:
+            node, other = node[step], other.get(step, MISSING) if isinstance(other, dict) else MISSING
+            found.append(step)
+        else:
+            found.append(step)  # a final COUNT: the twin's list length
+    return found
+
+
+def _same_record(record: Any, other: Any) -> bool:
+    """Whether two list records are one: the same name and id (`naming_keys`), or for a record that has
+    none, the same texts and numbers under every key."""
+    if not isinstance(record, dict) or not isinstance(other, dict):
+        return same_value(record, other)
+    keys = [k for k in naming_keys(record) if k in other] or [
+        k for k, v in record.items() if isinstance(v, (str, int, float)) and k in other]
+    return bool(keys) and all(same_value(record[k], other[k]) for k in keys)
 
 
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:

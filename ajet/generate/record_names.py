@@ -13,6 +13,7 @@ from ajet.generate.result_data import same_value, structured
 
 
 _LABELS = ("title", "name", "label")
+_ID_WORDS = {"id", "code", "sku", "number", "key"}
 AMBIGUOUS = ("", "")  # item_label's answer for a record that nothing in it names
 
 
@@ -59,7 +60,7 @@ def _record_label(item: dict[str, Any], index: int, asked: Any, records: list[An
         if fits(key, value) and isinstance(value, str) and key_words(key) & set(_LABELS) and alone(key, value):
             return str(key), value
     for key, value in item.items():
-        if fits(key, value) and (key_words(key) & {"id", "code", "sku", "number", "key"} or str(key).lower() == "id"):
+        if fits(key, value) and (key_words(key) & _ID_WORDS or str(key).lower() == "id"):
             return str(key), str(value)
     place = _place_in_time(records, index, list_key, whole)
     if place:
@@ -74,6 +75,13 @@ _WHEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:
 _GENERIC_LISTS = {"item", "result", "record", "entry", "row", "data", "list", "value"}
 _CUT_ARGUMENTS = {"limit", "max", "top", "page", "offset", "cursor", "size", "count"}
 _CUT_RESULTS = {"next", "cursor", "page", "offset", "more", "truncated", "total"}
+
+
+def naming_keys(record: dict[str, Any]) -> list[str]:
+    """The keys of a record that name it: its title, name or label, and its id-like keys (`room_id`
+    too: key_words drops two-letter words)."""
+    return [key for key, value in record.items() if isinstance(value, (str, int)) and not isinstance(value, bool)
+            and set(re.split(r"[^a-z0-9]+", str(key).casefold())) & {*_LABELS, *_ID_WORDS}]
 
 
 def uncut(step: dict[str, Any], result: Any = None) -> bool:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from ajet.config.loader import load_config
+from ajet.generate.candidates import candidates
 from ajet.generate.explore import explore_server
+from ajet.generate.result_data import COUNT
 from ajet.jsonl import read_rows
 
 from tests.unit.test_generate_rules import conf, server
@@ -67,3 +69,44 @@ def test_every_optional_value_is_also_sent_alone(parcels_calls):
     assert {v for a, v in alone if a == "city"} >= {"Lyon", "Oslo", "Porto", "Turin"}
     # and the first pass, which sets the filters together, still ran
     assert Counter(len(arguments) for arguments in lists)[2] >= 1
+
+
+# A bank by hand: the whole list, the list a carrier filter cut to two parcels and to one, and a weight
+# looked up by an id the carrier's list returned. The GLS parcel stands first in the whole list, the
+# Desk fifth: a twin compared at the same place, or a plain list searched through its first three
+# records only, gets both wrong.
+ALL = [{"parcel_id": "P-105", "name": "Vase", "carrier": "GLS", "weight_kg": 0.5},
+       {"parcel_id": "P-101", "name": "Books", "carrier": "DHL", "weight_kg": 1.5},
+       {"parcel_id": "P-102", "name": "Lamp", "carrier": "DHL", "weight_kg": 4.0},
+       {"parcel_id": "P-103", "name": "Chair", "carrier": "UPS", "weight_kg": 2.5},
+       {"parcel_id": "P-104", "name": "Desk", "carrier": "UPS", "weight_kg": 9.0}]
+
+
+def parcels_bank() -> list[dict]:
+    def listed(call_id: str, **filters: str) -> dict:
+        found = [p for p in ALL if all(p[k] == v for k, v in filters.items())]
+        return {"id": call_id, "tool": "list_parcels", "arguments": filters, "optional": ["carrier", "city"],
+                "defaults": {}, "origin": {k: "description" for k in filters}, "inputs_from": [],
+                "result": {"count": len(found), "parcels": found}}
+
+    weight = {"id": "c4", "tool": "parcel_weight", "arguments": {"parcel_id": "P-104"}, "optional": [],
+              "defaults": {}, "origin": {"parcel_id": "graph"}, "result": {"parcel_id": "P-104", "weight_kg": 9.0},
+              "inputs_from": [{"argument": "parcel_id", "call": "c2", "path": ["parcels", 1, "parcel_id"]}]}
+    return [listed("c1"), listed("c2", carrier="UPS"), listed("c3", carrier="GLS"), weight]
+
+
+def test_a_question_names_an_option_only_where_its_answer_needs_it():
+    found = candidates(parcels_bank())
+    asked = {(tuple(c.tools), c.steps[0]["id"], tuple(c.path)): c.value for c in found}
+    # the Desk's and the Chair's weights do not depend on the carrier filter: no "weight of the Desk
+    # with carrier UPS" (list_parcels() holds them, at other places)
+    assert not [key for key in asked if key[1] == "c2" and key[2][-1] == "weight_kg"]
+    # how many parcels UPS carries does depend on it
+    assert asked[(("list_parcels",), "c2", ("parcels", COUNT))] == 2
+    # the one GLS parcel is named by its filter: "the weight of the parcel carried by GLS" keeps it
+    assert asked[(("list_parcels",), "c3", ("parcels", 0, "weight_kg"))] == 0.5
+    # the Desk's weight by its id starts from the plain list, where the Desk stands fifth
+    chains = [c for c in found if c.tools == ["list_parcels", "parcel_weight"]]
+    assert chains and {c.steps[0]["id"] for c in chains} == {"c1"}
+    assert chains[0].steps[1]["inputs_from"][0]["path"] == ["parcels", 4, "parcel_id"]
+    assert chains[0].mention() == {"name": "Desk"}
