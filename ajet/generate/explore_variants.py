@@ -42,8 +42,8 @@ class VariedCalls:
         orders). Outward from each day tried and from today, every `_SEEK_STRIDE` days, the nearest
         first, the tool is called with the rest of its plainest kept call until a result says
         something; the days around that one are tried too (`_SEEK_SPREAD`). Then up to `_ON_FOUND`
-        kept calls of every tool taking a day are made again on the days found, so that the bank has
-        records to ask about and not only empty days. Misses are filed as `day_search`. ISO days only
+        kept calls of every tool taking a day are made again on the days found, their links kept, so that
+        the bank has records to ask about, alone and at a chain's end, and not only empty days. Misses are filed as `day_search`. ISO days only
         (`YYYY-MM-DD`, a date-time's first ten characters). Returns the days found."""
         dated = {tool.name: spec for tool in self.turn for spec in tool.specs if _takes_day(spec)}
         empty = [tool for tool in self.turn if tool.name in dated and self.kept_rows[tool.name] and all(
@@ -64,7 +64,7 @@ class VariedCalls:
                 return False
             spent += 1
             return await self.run(client, tool, arguments, {**base.get("origin", {}), spec.name: "day_search"},
-                                  [], seeking=True)
+                                  list(base.get("inputs_from") or []), seeking=True)
 
         for step in count(1):
             if spent >= limit or found is not None:
@@ -88,7 +88,10 @@ class VariedCalls:
                 arguments = {**row["arguments"], name: _on_day(row["arguments"][name], days[i % len(days)])}
                 if self.budget_left() <= 0 or value_key([other.name, arguments]) in self.tried:
                     continue
-                await self.run(client, other, arguments, {**row.get("origin", {}), name: "day_search"}, [])
+                # its links kept: the shelter id it was given still came from list_shelters, so a chain
+                # (list the shelters, then one's intake) reaches a day with records
+                await self.run(client, other, arguments, {**row.get("origin", {}), name: "day_search"},
+                               list(row.get("inputs_from") or []))
         return sorted(found_days)
 
     async def vary(self, client: Any) -> None:

@@ -80,6 +80,8 @@ async def test_a_day_tool_that_only_met_empty_days_is_searched_until_a_day_holds
     assert asked and any(t["answer"]["final"] not in (0, "0") for t in asked), asked
     # its records are asked about (an animal's kind), not only how many came in
     assert any(t["metadata"]["target"][-1] != COUNT for t in asked), [t["metadata"]["target"] for t in asked]
+    # and the calls made again on those days kept their links: a chain from list_shelters reaches one
+    assert any([c["name"] for c in t["answer"]["calls"]] == ["list_shelters", "intake"] for t in asked), asked
 
 
 async def test_without_the_search_the_bank_holds_no_record_of_that_tool(tmp_path, monkeypatch):
