@@ -112,10 +112,16 @@ def parsed_result(step: dict[str, Any]) -> Any:
     return structured(step.get("result"))
 
 
-def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[Any], Any]]:
+ASKED_RECORDS = 8  # records of one list whose fields a question may ask, spread over the list
+
+
+def answer_paths(step: dict[str, Any], max_items: int = 3, spread: bool = False) -> list[tuple[list[Any], Any]]:
     """The values of a result a question can ask for: scalar leaves that are not an argument echoed
     back, not an argument's default said back, and not a value that changed when the call was made
-    again (`volatile`), numbers first (they are what a judge can check exactly)."""
+    again (`volatile`), numbers first (they are what a judge can check exactly). Each list's first
+    `max_items` records, or with `spread` that many spread over the whole list, first and last among
+    them (questions asked only of the first three rooms of eight taught no model to find Keel, the
+    seventh)."""
     found: list[tuple[list[Any], Any]] = []
     volatile = step.get("volatile")
     defaults = step.get("defaults") or {}
@@ -127,8 +133,8 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
         elif isinstance(node, list) and depth < 4:
             if path and isinstance(path[-1], str) and not under(path, volatile):
                 found.append(([*path, COUNT], len(node)))  # "How many bookings ...": the list's length
-            for i, child in enumerate(node[:max_items]):
-                walk(child, [*path, i], depth + 1)
+            for i in _record_places(len(node), max_items, spread):
+                walk(node[i], [*path, i], depth + 1)
         elif isinstance(node, (int, float, str)) and not isinstance(node, bool):
             if isinstance(node, str) and not (0 < len(node.strip()) <= 60):
                 return
@@ -143,6 +149,13 @@ def answer_paths(step: dict[str, Any], max_items: int = 3) -> list[tuple[list[An
 
     walk(parsed_result(step), [], 0)
     return sorted(found, key=lambda pv: isinstance(pv[1], str))
+
+
+def _record_places(length: int, most: int, spread: bool) -> list[int]:
+    """The places of a list's records to walk: the first `most`, or `most` spread evenly over it."""
+    if not spread or length <= most:
+        return list(range(min(length, most)))
+    return sorted({round(k * (length - 1) / (most - 1)) for k in range(most)})
 
 
 def _read_off(value: Any, earlier: list[dict[str, Any]]) -> bool:
@@ -401,11 +414,12 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
-        returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in answer_paths(step)]
+        returned = [(path[-1] if path else None, leaf) for step in chain[:-1]
+                    for path, leaf in answer_paths(step, max_items=_WHOLE_LIST)]
         last = parsed_result(chain[-1])
         whole = uncut(chain[-1], last)
         named_lines = passed_lines(chain) if len(chain) > 1 else []
-        for path, value in answer_paths(chain[-1]):
+        for path, value in answer_paths(chain[-1], max_items=ASKED_RECORDS, spread=True):
             if item_label(last, path, whole) == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ajet.config.loader import load_config
-from ajet.generate.candidates import candidates
+from ajet.generate.candidates import ASKED_RECORDS, answer_paths, candidates
 from ajet.generate.explore import explore_server
 from ajet.generate.result_data import COUNT
 from ajet.jsonl import read_rows
@@ -90,7 +90,7 @@ def parcels_bank() -> list[dict]:
                 "result": {"count": len(found), "parcels": found}}
 
     weight = {"id": "c4", "tool": "parcel_weight", "arguments": {"parcel_id": "P-104"}, "optional": [],
-              "defaults": {}, "origin": {"parcel_id": "graph"}, "result": {"parcel_id": "P-104", "weight_kg": 9.0},
+              "defaults": {}, "origin": {"parcel_id": "graph"}, "result": {"parcel_id": "P-104", "weight_kg": 9.0, "postage_eur": 14.2},
               "inputs_from": [{"argument": "parcel_id", "call": "c2", "path": ["parcels", 1, "parcel_id"]}]}
     return [listed("c1"), listed("c2", carrier="UPS"), listed("c3", carrier="GLS"), weight]
 
@@ -105,8 +105,22 @@ def test_a_question_names_an_option_only_where_its_answer_needs_it():
     assert asked[(("list_parcels",), "c2", ("parcels", COUNT))] == 2
     # the one GLS parcel is named by its filter: "the weight of the parcel carried by GLS" keeps it
     assert asked[(("list_parcels",), "c3", ("parcels", 0, "weight_kg"))] == 0.5
-    # the Desk's weight by its id starts from the plain list, where the Desk stands fifth
+    # the Desk's postage by its id starts from the plain list, where the Desk stands fifth; its weight,
+    # which that list already says, is no chain's answer
     chains = [c for c in found if c.tools == ["list_parcels", "parcel_weight"]]
-    assert chains and {c.steps[0]["id"] for c in chains} == {"c1"}
+    assert chains and {c.steps[0]["id"] for c in chains} == {"c1"} and {c.value for c in chains} == {14.2}
     assert chains[0].steps[1]["inputs_from"][0]["path"] == ["parcels", 4, "parcel_id"]
     assert chains[0].mention() == {"name": "Desk"}
+
+
+def test_records_asked_about_are_spread_over_the_whole_list():
+    asked = {(c.steps[0]["id"], tuple(c.path)) for c in candidates(parcels_bank()) if len(c.steps) == 1}
+    # the Desk stands fifth in the whole list: its weight is asked too, not only the first three's
+    assert {("c1", ("parcels", i, "weight_kg")) for i in range(5)} <= asked
+    # a long list: ASKED_RECORDS of its records, the first and the last among them, evenly apart
+    step = {"id": "c9", "tool": "list_parcels", "arguments": {},
+            "result": {"parcels": [{"name": f"Box {i}", "weight_kg": i + 0.5} for i in range(20)]}}
+    places = sorted({p[1] for p, _ in answer_paths(step, max_items=ASKED_RECORDS, spread=True) if len(p) == 3})
+    assert len(places) == ASKED_RECORDS and places[0] == 0 and places[-1] == 19
+    assert max(b - a for a, b in zip(places, places[1:])) <= 3
+    assert sorted({p[1] for p, _ in answer_paths(step) if len(p) == 3}) == [0, 1, 2]  # links: the first three
