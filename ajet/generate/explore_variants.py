@@ -42,9 +42,10 @@ class VariedCalls:
         orders). Outward from each day tried and from today, every `_SEEK_STRIDE` days, the nearest
         first, the tool is called with the rest of its plainest kept call until a result says
         something; the days around that one are tried too (`_SEEK_SPREAD`). Then up to `_ON_FOUND`
-        kept calls of every tool taking a day are made again on the days found, their links kept, so that
-        the bank has records to ask about, alone and at a chain's end, and not only empty days. Misses are filed as `day_search`. ISO days only
-        (`YYYY-MM-DD`, a date-time's first ten characters). Returns the days found."""
+        kept calls of every tool taking a day are made again on the days found, their links kept, so
+        that the bank has records to ask about, alone and at a chain's end, and not only empty days.
+        Misses are filed as `day_search`. ISO days only (`YYYY-MM-DD`, a date-time's first ten
+        characters). Returns the days found."""
         dated = {tool.name: spec for tool in self.turn for spec in tool.specs if _takes_day(spec)}
         empty = [tool for tool in self.turn if tool.name in dated and self.kept_rows[tool.name] and all(
             says_nothing(row["result"], row["arguments"]) and _iso_day(row["arguments"].get(dated[tool.name].name))
