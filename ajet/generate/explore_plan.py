@@ -127,19 +127,21 @@ class CallPlanner:
         """Every optional value also sent with the other optional arguments left out, for a tool with two
         or more: the first pass sets them all at once, so `floor 3` was only ever asked beside a capacity
         and a feature, and no task asked the rooms on floor 3 alone (the trained model then added options
-        nobody asked for). Required arguments take a random candidate each."""
-        optional = [spec.name for spec in tool.specs if not spec.required and spec.name in pools]
+        nobody asked for). The plain call (every option left out) comes first; a value equal to its
+        argument's default is not sent alone (it asks what the plain call asks). Required arguments take
+        their best candidate in every such call, so that each is the plain call's twin but for one option
+        (candidates' `_needless_option` compares twins)."""
+        optional = {spec.name: spec.schema.get("default", OMIT) for spec in tool.specs
+                    if not spec.required and spec.name in pools}
         if len(optional) < 2:
             return []
+        alone = [(None, OMIT)] + [(arg, value) for arg, default in optional.items() for value in pools[arg]
+                                  if value is not OMIT and not same_value(value.value, default)]
         combos = []
-        for arg in optional:
-            for value in pools[arg]:
-                if value is OMIT:
-                    continue
-                combo = {a: value if a == arg else OMIT if a in optional else self.rng.choice(pool)
-                         for a, pool in pools.items()}
-                if _distinct_texts(combo):
-                    combos.append(_cohere(combo, pools))
+        for arg, value in alone:
+            combo = {a: value if a == arg else OMIT if a in optional else pool[0] for a, pool in pools.items()}
+            if _distinct_texts(combo):
+                combos.append(_cohere(combo, pools))
         return combos
 
     def plan(self, tool: ExploredTool, allowance: int) -> list[tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]]:
