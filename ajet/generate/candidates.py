@@ -320,6 +320,9 @@ def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_too
     with it, the question teaches a model to send options the user's words never call for."""
     defaults = step.get("defaults") or {}
     result = parsed_result(step)
+    label = item_label(result, path, uncut(step, result))
+    # a record named by its place ('the latest commit' of a span of days) is the twin's record at that place
+    by_place = label is not None and label[0] == phrasing.POSITION
     for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
         rest = {k: v for k, v in step["arguments"].items() if k != name}
         for twin in same_tool:
@@ -328,7 +331,7 @@ def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_too
                     or same_value(other.get(name, defaults.get(name)), step["arguments"][name]):
                 continue
             twin_result = parsed_result(twin)
-            twin_path = _twin_path(result, path, twin_result)
+            twin_path = path if by_place else _twin_path(result, path, twin_result)
             found = MISSING if twin_path is None else value_at(twin_result, twin_path)
             if found is not MISSING and same_value(found, value):
                 return True

@@ -124,3 +124,19 @@ def test_records_asked_about_are_spread_over_the_whole_list():
     assert len(places) == ASKED_RECORDS and places[0] == 0 and places[-1] == 19
     assert max(b - a for a, b in zip(places, places[1:])) <= 3
     assert sorted({p[1] for p, _ in answer_paths(step) if len(p) == 3}) == [0, 1, 2]  # links: the first three
+
+
+def test_a_record_named_by_its_place_keeps_the_option_that_put_it_there():
+    shipments = [{"shipped_on": f"2026-03-0{day}", "weight_kg": day + 0.5} for day in range(1, 6)]
+
+    def listed(call_id: str, since: str | None = None) -> dict:
+        found = [s for s in shipments if since is None or s["shipped_on"] >= since]
+        return {"id": call_id, "tool": "list_shipments", "arguments": {"since": since} if since else {},
+                "optional": ["since"], "defaults": {}, "origin": {}, "inputs_from": [],
+                "result": {"shipments": found}}
+
+    asked = {(c.steps[0]["id"], tuple(c.path)): c.value for c in candidates([listed("c1"), listed("c2", "2026-03-03")])}
+    # 'the first shipment since March 3' is the one of March 3: the list without `since` holds it, but
+    # third, and its first is March 1's; the question needs the option, so it is asked
+    assert asked[("c2", ("shipments", 0, "weight_kg"))] == 3.5
+    assert asked[("c1", ("shipments", 0, "weight_kg"))] == 1.5
