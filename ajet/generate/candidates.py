@@ -230,14 +230,16 @@ def plainest(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first call a value came from (list_rooms(min_capacity=1, has_video=false)), a user lists the rooms
     plainly (list_rooms()), and a chain through an argument sent at its default is no task at all. The
     plainer call is searched through every record of its lists (the room may stand tenth in list_rooms()),
-    each walked when first searched."""
+    each walked when first searched. A call whose options narrowed its list to the one record passed on
+    keeps its link: the question names that record by them ("the video room on floor 3", "the commit
+    made between March 30 and April 5"), as users do."""
     leaves: dict[str, list[tuple[list[Any], Any]]] = {}
     by_id = {row["id"]: row for row in bank}
     out = []
     for row in bank:
         links = row.get("inputs_from") or []
         parent = by_id.get(links[0]["call"]) if len(links) == 1 else None
-        if parent is not None and _optional_count(parent):
+        if parent is not None and _optional_count(parent) and not _one_record(parsed_result(parent), links[0]["path"]):
             value = row["arguments"].get(links[0]["argument"])
             plainer = sorted((o for o in bank if o["tool"] == parent["tool"] and not _odd_options(o)
                               and _optional_count(o) < _optional_count(parent)), key=_optional_count)
@@ -250,6 +252,21 @@ def plainest(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     break
         out.append(row)
     return out
+
+
+def _one_record(result: Any, path: list[Any]) -> bool:
+    """Whether `path` runs through a list that holds one record only."""
+    node = result
+    for step in path:
+        if isinstance(node, list) and isinstance(step, int):
+            if len(node) == 1:
+                return True
+            node = node[step] if 0 <= step < len(node) else None
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return False
+    return False
 
 
 def other_sources(bank: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -92,7 +92,10 @@ def parcels_bank() -> list[dict]:
     weight = {"id": "c4", "tool": "parcel_weight", "arguments": {"parcel_id": "P-104"}, "optional": [],
               "defaults": {}, "origin": {"parcel_id": "graph"}, "result": {"parcel_id": "P-104", "weight_kg": 9.0, "postage_eur": 14.2},
               "inputs_from": [{"argument": "parcel_id", "call": "c2", "path": ["parcels", 1, "parcel_id"]}]}
-    return [listed("c1"), listed("c2", carrier="UPS"), listed("c3", carrier="GLS"), weight]
+    vase = {**weight, "id": "c5", "arguments": {"parcel_id": "P-105"},
+            "result": {"parcel_id": "P-105", "weight_kg": 0.5, "postage_eur": 6.1},
+            "inputs_from": [{"argument": "parcel_id", "call": "c3", "path": ["parcels", 0, "parcel_id"]}]}
+    return [listed("c1"), listed("c2", carrier="UPS"), listed("c3", carrier="GLS"), weight, vase]
 
 
 def test_a_question_names_an_option_only_where_its_answer_needs_it():
@@ -107,10 +110,14 @@ def test_a_question_names_an_option_only_where_its_answer_needs_it():
     assert asked[(("list_parcels",), "c3", ("parcels", 0, "weight_kg"))] == 0.5
     # the Desk's postage by its id starts from the plain list, where the Desk stands fifth; its weight,
     # which that list already says, is no chain's answer
-    chains = [c for c in found if c.tools == ["list_parcels", "parcel_weight"]]
-    assert chains and {c.steps[0]["id"] for c in chains} == {"c1"} and {c.value for c in chains} == {14.2}
-    assert chains[0].steps[1]["inputs_from"][0]["path"] == ["parcels", 4, "parcel_id"]
-    assert chains[0].mention() == {"name": "Desk"}
+    chains = {c.steps[1]["id"]: c for c in found if c.tools == ["list_parcels", "parcel_weight"]}
+    desk = chains["c4"]
+    assert desk.steps[0]["id"] == "c1" and desk.value == 14.2
+    assert desk.steps[1]["inputs_from"][0]["path"] == ["parcels", 4, "parcel_id"]
+    assert desk.mention() == {"name": "Desk"}
+    # the Vase is the one parcel GLS carries: its chain keeps the filter that names it ("the parcel
+    # GLS carries: its postage?"), though the plain list holds it too
+    assert chains["c5"].steps[0]["id"] == "c3" and chains["c5"].mention() == {"carrier": "GLS"}
 
 
 def test_records_asked_about_are_spread_over_the_whole_list():
