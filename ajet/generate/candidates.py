@@ -330,16 +330,15 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and key_words(argument) & key_words(path[-1])]
 
 
-def _needless_option(step: dict[str, Any], path: list[Any], value: Any, same_tool: list[dict[str, Any]]) -> bool:
+def _needless_option(step: dict[str, Any], result: Any, path: list[Any], value: Any, by_place: bool,
+                     same_tool: list[dict[str, Any]]) -> bool:
     """Whether the call sets an optional argument that the answer does not depend on: a call of the same tool
     with that argument left out or set otherwise, the others alike, returned the same value for the same
     record (`_twin_path`: the day's high 'including hourly', Harbor View's capacity 'with floor 2'). Asked
-    with it, the question teaches a model to send options the user's words never call for."""
+    with it, the question teaches a model to send options the user's words never call for. `result` is the
+    step's parsed result; `by_place`: the question names the record by its place ('the latest commit' of a
+    span of days), so the twin's record is the one at that place."""
     defaults = step.get("defaults") or {}
-    result = parsed_result(step)
-    label = item_label(result, path, uncut(step, result))
-    # a record named by its place ('the latest commit' of a span of days) is the twin's record at that place
-    by_place = label is not None and label[0] == phrasing.POSITION
     for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
         rest = {k: v for k, v in step["arguments"].items() if k != name}
         for twin in same_tool:
@@ -417,6 +416,13 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
             chains.append(list(chain))
             chain.insert(0, by_id[next(iter(above))])
         chains.append(chain)
+    leaves_of: dict[str, list[tuple[list[Any], Any]]] = {}
+
+    def whole_leaves(step: dict[str, Any]) -> list[tuple[list[Any], Any]]:
+        if step["id"] not in leaves_of:  # a list feeds many chains: walked once
+            leaves_of[step["id"]] = answer_paths(step, max_items=_WHOLE_LIST)
+        return leaves_of[step["id"]]
+
     by_tool: dict[str, list[dict[str, Any]]] = {}
     for row in bank:
         by_tool.setdefault(row["tool"], []).append(row)
@@ -434,19 +440,20 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
         # an id the user gave, or the same field an earlier call returned; a number equal to another
         # field's (holds 0, days overdue 0) is a coincidence, not a needless call
         given = [v for v in chain[0]["arguments"].values() if isinstance(v, str)]
-        returned = [(path[-1] if path else None, leaf) for step in chain[:-1]
-                    for path, leaf in answer_paths(step, max_items=_WHOLE_LIST)]
+        returned = [(path[-1] if path else None, leaf) for step in chain[:-1] for path, leaf in whole_leaves(step)]
         last = parsed_result(chain[-1])
         whole = uncut(chain[-1], last)
         named_lines = passed_lines(chain) if len(chain) > 1 else []
         for path, value in answer_paths(chain[-1], max_items=ASKED_RECORDS, spread=True):
-            if item_label(last, path, whole) == AMBIGUOUS:
+            label = item_label(last, path, whole)
+            if label == AMBIGUOUS:
                 continue  # a value of one record of several that nothing names: no question can say which
             if len(chain) > 1 and (any(values_match(value, v) for v in given)
                                    or any(key == (path[-1] if path else None) and values_match(value, v) for key, v in returned)
                                    or stated_before(named_lines, value)):
                 continue
-            if _needless_option(chain[-1], path, value, by_tool[chain[-1]["tool"]]):
+            by_place = label is not None and label[0] == phrasing.POSITION
+            if _needless_option(chain[-1], last, path, value, by_place, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on
             found.append(Candidate(chain, path, value))
     return found
