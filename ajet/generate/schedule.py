@@ -11,7 +11,8 @@ keeps two rules in every prefix of its order:
   before strings (a judge checks numbers exactly); but where a tool's only number is the length of
   a list (how many bookings), that length is one field in turn with the strings: first, it took
   every task of a booking tool (67 of 67 on the zoo's rooms server), and no question asked who
-  booked the room or when;
+  booked the room or when; and within a field the argument values take turns, so that a call whose
+  result lists five records is not asked five times as often as one that lists one (`_least_asked`);
 - a call goes on no more often than it stops: the chains that start with tool T (or with a
   shorter chain P that is itself a task) never outnumber the tasks that end there, so the question,
   not a prior, has to say whether a second call is needed; and chains stay within `chain_share`.
@@ -25,6 +26,7 @@ as up to `phrasings` tasks, each phrased anew, so it still gets its share.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import replace
@@ -54,12 +56,37 @@ def _queue(cands: list[Any], rng: random.Random, phrasings: int) -> list[Any]:
     numbers = [fields[f] for f in names if not isinstance(fields[f][0].value, str)]
     strings = [fields[f] for f in names if isinstance(fields[f][0].value, str)]
     tiers = [[fields[f] for f in names]] if counts_only else [numbers, strings]
+    asked: Counter = Counter()  # how often each argument value was asked about so far
     for lanes in tiers:  # numbers (every phrasing of them), then strings; or all fields together
         once: list[Any] = []
-        for i in range(max((len(lane) for lane in lanes), default=0)):
-            once += [lane[i] for lane in lanes if i < len(lane)]
+        lanes = [list(lane) for lane in lanes]
+        while any(lanes):
+            for lane in lanes:
+                if lane:
+                    once.append(_least_asked(lane, asked))
         ordered += [replace(cand, variant=v) if v else cand for v in range(phrasings) for cand in once]
     return ordered
+
+
+def _least_asked(lane: list[Any], asked: Counter) -> Any:
+    """Take from a field's lane the candidate whose argument values were asked about least so far (the
+    first such in its shuffled order), and count its values. Taken in shuffled order, a call whose result
+    lists five bookings came up five times as often as a call with one: the room with most bookings
+    was passed on in 14 of the rooms server's 45 chains, and the SFT model sent it to every second
+    call (19 of 19)."""
+    values = [_asked_values(cand) for cand in lane]
+    best = min(range(len(lane)), key=lambda j: (sum(asked[v] for v in values[j]), j))
+    asked.update(values[best])
+    return lane.pop(best)
+
+
+def _asked_values(cand: Any) -> list[tuple[str, str]]:
+    """The (argument, value) pairs a candidate asks about: a chain's values passed on from the call
+    before (which room), a single call's arguments."""
+    last = cand.steps[-1]
+    linked = {link["argument"] for link in last.get("inputs_from") or []} if len(cand.steps) > 1 else None
+    return [(name, json.dumps(value, sort_keys=True, default=str)) for name, value in last["arguments"].items()
+            if linked is None or name in linked]
 
 
 def schedule(found: list[Any], n: int, chain_share: float, rng: random.Random, phrasings: int = 1) -> list[Any]:
