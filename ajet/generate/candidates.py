@@ -18,7 +18,7 @@ from typing import Any
 from ajet.generate import natural, phrasing
 from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
 from ajet.generate.glosses import cities_for, days_for, spelled_for
-from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, naming_keys, uncut
+from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, naming_keys, only_record, uncut
 from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
@@ -81,6 +81,11 @@ class Candidate:
             label = item_label(result, path or [], uncut(step, result))
             if label and label != AMBIGUOUS and not any(values_match(label[1], v) for v in given.values()):
                 given[label[0] if label[0] not in given else f"then {label[0]}"] = label[1]
+            elif label is None and path is self.path and phrasing.POSITION not in given:
+                # a list's only record by its noun: 'the start of the free slot', not a booking's start
+                alone = only_record(result, path, list(given.values()))
+                if alone:
+                    given[phrasing.POSITION] = alone
         # an enum value the asked unit stands for is said as that unit ('in Fahrenheit', not 'in imperial')
         for argument, unit in spelled_for(self.steps[-1], self.path, self.key).items():
             said = next((k for k in reversed(given) if k.removeprefix("then ") == argument), None)

@@ -44,6 +44,31 @@ def item_label(result: Any, path: list[Any], whole: bool = False) -> tuple[str, 
     return None
 
 
+def only_record(result: Any, path: list[Any], said: list[Any] = ()) -> str | None:
+    """How a question names the record its answer sits in when the record is its list's only one: 'the
+    free slot' for ["free", 0, "start"] on a day with one free slot. Without it the question asked for
+    'the start in rm-205', which a booking has too (rooms, dev: 7 of 8 free-slot questions went to the
+    bookings tool). None where a list on the path holds several (item_label names those), where a text
+    the user `said` is in the record (find_member('Ana Ruiz')'s one member is hers), or where its records
+    have no noun of their own ('items', a key that is no plural)."""
+    node, noun = result, None
+    for i, step in enumerate(path):
+        if isinstance(node, list) and isinstance(step, int) and step < len(node):
+            if len(node) > 1 or not isinstance(node[step], dict) or not i or not isinstance(path[i - 1], str):
+                return None
+            noun = _record_noun(path[i - 1], node)
+            node = node[step]
+            if any(isinstance(v, str) and isinstance(t, str) and same_value(v, t) for v in node.values() for t in said):
+                return None
+        elif isinstance(node, dict) and step in node:
+            node = node[step]
+        else:
+            return None
+    if noun is None or noun.split(" ")[-1] == "one" or noun.split(" ")[-1] in phrasing.field_name(path).split(" "):
+        return None  # 'the booking id of the booking' says it twice
+    return f"the {noun}"
+
+
 def _record_label(item: dict[str, Any], index: int, asked: Any, records: list[Any], list_key: Any,
                   whole: bool) -> tuple[str, str] | None:
     """The field that names one record of `records`: a title or name no other record shares first

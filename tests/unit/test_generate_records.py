@@ -18,7 +18,7 @@ import random
 from ajet.generate import explore_variants
 from ajet.generate.candidates import Candidate
 from ajet.generate.explore_variants import _on_day
-from ajet.generate.record_names import item_label, records_noun, uncut
+from ajet.generate.record_names import item_label, only_record, records_noun, uncut
 from ajet.generate.result_data import COUNT
 from ajet.generate.schedule import _queue
 
@@ -152,6 +152,22 @@ def test_the_first_of_records_in_time_order_is_named_by_its_place_by_hand():
     assert item_label(same_day, ["visits", 0, "day"]) == ("who", "Ada")  # a tie is no order
     titled = {"bookings": [{"start": "09:00", "title": "Retro"}, {"start": "10:00", "title": "Standup"}]}
     assert item_label(titled, ["bookings", 0, "start"]) == ("title", "Retro")  # a title names it first
+
+
+def test_the_only_record_of_a_list_is_named_by_its_noun_by_hand():
+    one_slot = {"room_id": "rm-1", "free": [{"start": "08:00", "end": "18:00"}]}
+    step = {"id": "c1", "tool": "find_free_slots", "arguments": {"room_id": "rm-1"}, "result": json.dumps(one_slot)}
+    # 'the start in rm-1' a booking has too: the question says whose start it is
+    assert only_record(one_slot, ["free", 0, "start"]) == "the free slot"
+    assert Candidate([step], ["free", 0, "start"], "08:00").mention() == {"room_id": "rm-1", "position": "the free slot"}
+    two = {"free": one_slot["free"] * 2}
+    assert only_record(two, ["free", 0, "start"]) is None  # several: item_label names which
+    assert only_record({"bookings": [{"booking_id": "bk-1"}]}, ["bookings", 0, "booking_id"]) is None  # said once
+    assert only_record({"items": [{"price": 3}]}, ["items", 0, "price"]) is None  # 'the one' names nothing
+    assert only_record({"tags": ["a"]}, ["tags", 0]) is None and only_record(one_slot, ["room_id"]) is None
+    member = {"members": [{"member_id": "M-1", "name": "Ana Ruiz", "branch": "Central"}]}
+    assert only_record(member, ["members", 0, "branch"]) == "the member"
+    assert only_record(member, ["members", 0, "branch"], ["ana ruiz"]) is None  # the user named the record
 
 
 def test_records_are_called_by_their_list_key_and_spans_of_time_slots_by_hand():
