@@ -6,7 +6,7 @@ Used by ajet.generate.candidates for every candidate's values and for the mentio
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from ajet.generate import phrasing
 from ajet.generate.result_data import same_value, structured
@@ -44,7 +44,7 @@ def item_label(result: Any, path: list[Any], whole: bool = False) -> tuple[str, 
     return None
 
 
-def only_record(result: Any, path: list[Any], said: list[Any] = ()) -> str | None:
+def only_record(result: Any, path: list[Any], said: Sequence[Any] = ()) -> str | None:
     """How a question names the record its answer sits in when the record is its list's only one: 'the
     free slot' for ["free", 0, "start"] on a day with one free slot. Without it the question asked for
     'the start in rm-205', which a booking has too (rooms, dev: 7 of 8 free-slot questions went to the
