@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any
 
 from ajet.generate.phrasing import MONTHS, words
-from ajet.generate.text_values import zone_names
+from ajet.generate.standard_values import zone_names
 
 # how people spell a unit the descriptions abbreviate; an abbreviation that reads as an ordinary word
 # ('in', 'ft' beside 'in') is never said bare

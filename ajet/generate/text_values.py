@@ -15,11 +15,11 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from ajet.generate.explore_values import ArgSpec, Value, in_range, item_spec, significant, tokens, typed
 from ajet.generate.result_data import ID_SHAPE
+from ajet.generate.standard_values import ZONE_STANDARD, code_values, time_zones
 
 MAX_TEXT = 4_000  # characters of one description or error message that are read
 
@@ -70,55 +70,6 @@ _SCHEMA_FORMATS = {"date": "date", "date-time": "datetime", "time": "time_s"}
 _YEAR = re.compile(r"(?<![\w-])((?:19|20)\d\d)(?![\w-])")
 
 
-# A named standard whose values the standard library lists: an "IANA time zone name" argument is
-# given real zone names, as a date format is given dates.
-_STANDARDS = re.compile(r"\bIANA\b|\btz ?database\b|\bOlson\b", re.IGNORECASE)
-_ZONE_AREAS = ("Africa", "America", "Asia", "Australia", "Europe", "Pacific")
-ZONES_TRIED = 48
-
-
-@lru_cache(maxsize=1)
-def zone_names() -> frozenset[str]:
-    """Every zone name of the system's tz database (empty where it has none)."""
-    import zoneinfo
-
-    try:
-        return frozenset(zoneinfo.available_timezones())
-    except Exception:  # noqa: BLE001  (no tz database on this system: nothing to offer)
-        return frozenset()
-
-
-@lru_cache(maxsize=1)
-def canonical_zones() -> frozenset[str]:
-    """The zones the tz database's `zone.tab` lists: one per region of a country, three-part names
-    (`America/Argentina/Buenos_Aires`) included, backward links (`Asia/Ashkhabad`, `Europe/Belfast`) not;
-    every zone name where no `zone.tab` is found."""
-    import zoneinfo
-    from pathlib import Path
-
-    for base in zoneinfo.TZPATH:
-        table = Path(base) / "zone.tab"
-        if table.is_file():
-            rows = [line.split("\t") for line in table.read_text(encoding="utf-8").splitlines()]
-            return frozenset(row[2] for row in rows if len(row) >= 3 and not row[0].startswith("#")) & zone_names()
-    return zone_names()
-
-
-def time_zones(count: int = ZONES_TRIED) -> list[str]:
-    """`count` IANA zone names, as many from each area as from any other (every k-th of an area's
-    sorted names: deterministic): the tz database lists America's zones three times as often as
-    Asia's, and a model trained on a share that large puts any city in America (`America/Lagos`)."""
-    areas = [sorted(z for z in canonical_zones() if z.split("/")[0] == area) for area in _ZONE_AREAS]
-    areas = [names for names in areas if names]
-    if not areas:
-        return []
-    picked: list[str] = []
-    for i, names in enumerate(areas):
-        share = count // len(areas) + (i < count % len(areas))
-        picked += names[::max(1, len(names) // share)][:share] if share else []
-    return sorted(picked)
-
-
 def named_formats(text: str) -> list[str]:
     """The formats a text names ('Expected HH:MM [24-hour format]' -> ['time'])."""
     text = text[:MAX_TEXT]
@@ -167,11 +118,17 @@ def format_values(spec: ArgSpec, *texts: str, scoped: tuple[str, ...] = ()) -> l
     names = _formats_named(spec, *texts)
     for text in scoped:
         names += [n for n in named_formats(text) if n not in names and _takes(spec, _KIND[n])]
-    if any(_STANDARDS.search(text[:MAX_TEXT]) for text in (*texts, *scoped)) and _takes(spec, "timezone"):
+    if any(ZONE_STANDARD.search(text[:MAX_TEXT]) for text in (*texts, *scoped)) and _takes(spec, "timezone"):
         names.append("timezone")
     years = [int(y) for text in (*texts, *scoped) for y in _YEAR.findall(_strip_formats(text[:MAX_TEXT]))]
     raw = [v for name in names for v in (time_zones() if name == "timezone"
                                          else _format_values(name, years[0] if years else YEAR))]
+    if spec.type in ("string", None):
+        # a code list the argument's own description names ("Two-letter US state code"), or the tool's
+        # when the list is of the argument's thing ('country' for country_code)
+        lists = [code_values(text[:MAX_TEXT]) for text in texts]
+        lists += [code_values(text[:MAX_TEXT], about=tokens(spec.name)) for text in scoped]
+        raw += [v for v in dict.fromkeys(v for values in lists for v in values) if v not in raw]
     pattern = spec.schema.get("pattern")
     if isinstance(pattern, str):
         raw += pattern_values(pattern)

@@ -14,7 +14,8 @@ import pytest
 from ajet.generate.explore_values import ArgSpec
 from ajet.generate.glosses import cities_for, zone_city
 from ajet.generate.result_data import volatile_paths
-from ajet.generate.text_values import canonical_zones, fits_format, time_zones, zone_names
+from ajet.generate.standard_values import canonical_zones, time_zones, zone_names
+from ajet.generate.text_values import fits_format
 
 from tests.unit.test_generate_rules import explore, tasks_of
 
