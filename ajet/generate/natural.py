@@ -146,10 +146,28 @@ def asked(path: list[Any], value: Any, description: str, arguments: dict[str, An
     head = " ".join(head_tokens)
     nouns = [head]
     richer = _description_noun(head, description, lex)
-    if richer and richer != head:
+    if richer and richer != head and not _another_key(richer, keys[-1], result):
         nouns.append(richer)
     count = isinstance(value, int) and not isinstance(value, bool) and head.endswith("s") and not head.endswith("ss")
     return Asked(nouns, unit, count)
+
+
+def _another_key(noun: str, key: str, result: Any) -> bool:
+    """Whether a noun the description gives is the words of another key of the result: "the number of
+    rainy days" names `rainy_days`, never `days` beside it (a month's 31 days asked as its rainy days)."""
+    if result is None:
+        return False
+    pending, seen = [structured(result)], 0
+    while pending and seen < 10_000:  # a bounded walk: results can be large
+        node = pending.pop()
+        seen += 1
+        if isinstance(node, dict):
+            if any(isinstance(k, str) and k != key and words(k) == noun for k in node):
+                return True
+            pending += node.values()
+        elif isinstance(node, list):
+            pending += node
+    return False
 
 
 def _cap(text: str) -> str:

@@ -73,6 +73,12 @@ def test_what_is_asked_is_the_key_split_into_a_noun_and_its_unit(energy):
     copies = natural.asked(["available", "Oakwood"], 1, "A book's pages, copies available at each branch.", {}, {})
     assert copies.nouns == ["available at Oakwood", "copies available at Oakwood"] and copies.count
     assert natural.asked(["holds"], 3, "", {}, {}).count  # a plural noun with an integer: 'How many holds ...'
+    # the description's 'rainy days' is the key beside `days`, never what `days` (a month's 31) is called
+    month = "A statistic over a month. Also gives the number of rainy days (precipitation above 0)."
+    result = '{"value": 3.1, "days": 31, "rainy_days": 9}'
+    assert natural.asked(["days"], 31, month, {}, {}, result).nouns == ["days"]
+    assert natural.asked(["rainy_days"], 9, month, {}, {}, result).nouns == ["rainy days"]
+    assert natural.asked(["days"], 31, month, {}, {}, '{"value": 3.1, "days": 31}').nouns == ["days", "rainy days"]
     # a verb opening the description is no modifier: 'Search the catalog by title' gives 'title' alone
     assert natural.asked(["books", 0, "title"], "Dune", "Search the catalog by title or author.", {}, {}).nouns == [
         "title"]
