@@ -143,6 +143,7 @@ def code_list(text: str) -> list[str]:
     iso = _iso()
     if iso is None:
         return []
+    language = False
     if _SUBDIVISION.search(text):
         members = _subdivisions(text, iso)
     elif _COUNTRY.search(text):
@@ -151,13 +152,11 @@ def code_list(text: str) -> list[str]:
     elif _CURRENCY.search(text):
         members = sorted(c.alpha_3 for c in iso.currencies)
     else:
-        members = sorted(lang.alpha_2.upper() for lang in iso.languages if hasattr(lang, "alpha_2"))
-    upper = {m for m in members if m in set(_CODE.findall(text))}
-    lower = {m for m in members if m.lower() in {a or b for a, b in _LOWER_EXAMPLE.findall(text)}}
-    # languages are written 'en', everything else 'US', unless the text's examples say otherwise
-    if lower and not upper or (members and not upper and not lower and _LANGUAGE.search(text)
-                               and not _SUBDIVISION.search(text) and not _COUNTRY.search(text)
-                               and not _CURRENCY.search(text)):
+        members, language = sorted(lang.alpha_2.upper() for lang in iso.languages if hasattr(lang, "alpha_2")), True
+    shown_upper = any(m in set(_CODE.findall(text)) for m in members)
+    shown_lower = any(m.lower() in {a or b for a, b in _LOWER_EXAMPLE.findall(text)} for m in members)
+    # languages are written 'en', everything else 'US', unless the text's examples show the other case
+    if not shown_upper and (shown_lower or language):
         return [m.lower() for m in members]
     return members
 
@@ -165,9 +164,9 @@ def code_list(text: str) -> list[str]:
 def list_words(text: str) -> set[str]:
     """The words naming the code lists a text names ('state' for "US state code", 'currency' for "ISO 4217")."""
     words = {m.group(0).split()[0].casefold() for m in _SUBDIVISION.finditer(text) if " " in m.group(0)}
-    for pattern, word in ((_COUNTRY, "country"), (_CURRENCY, "currency"), (_LANGUAGE, "language")):
+    for pattern, named in ((_COUNTRY, {"country"}), (_CURRENCY, {"currency"}), (_LANGUAGE, {"language", "lang"})):
         if pattern.search(text):
-            words.add(word)
+            words |= named
     return words
 
 

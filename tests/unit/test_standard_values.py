@@ -62,6 +62,9 @@ def test_the_code_list_is_offered_to_its_own_argument_only_by_hand():
     assert len([v for v in format_values(state, state.description, scoped=(tool,))]) == 24
     # the tool's description names a state code list, but 'city' is not what it is about
     assert format_values(city, city.description, scoped=(tool,)) == []
+    lang = ArgSpec("lang", {"type": "string"}, "string", False)
+    said = [v.value for v in format_values(lang, "", scoped=("Translate a text into a language (ISO 639-1 code).",))]
+    assert len(said) == 24 and all(v.islower() and len(v) == 2 for v in said)
 
 
 async def test_states_beside_the_example_are_tried_and_asked(tmp_path):
