@@ -153,8 +153,9 @@ def code_list(text: str) -> list[str]:
         members = sorted(c.alpha_3 for c in iso.currencies)
     else:
         members, language = sorted(lang.alpha_2.upper() for lang in iso.languages if hasattr(lang, "alpha_2")), True
-    shown_upper = any(m in set(_CODE.findall(text)) for m in members)
-    shown_lower = any(m.lower() in {a or b for a, b in _LOWER_EXAMPLE.findall(text)} for m in members)
+    upper_codes, lower_codes = set(_CODE.findall(text)), {a or b for a, b in _LOWER_EXAMPLE.findall(text)}
+    shown_upper = any(m in upper_codes for m in members)  # each text read once, not once per member
+    shown_lower = any(m.lower() in lower_codes for m in members)
     # languages are written 'en', everything else 'US', unless the text's examples show the other case
     if not shown_upper and (shown_lower or language):
         return [m.lower() for m in members]
