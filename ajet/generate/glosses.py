@@ -32,6 +32,20 @@ _SPELLINGS = {"f": ["°F", "Fahrenheit", "degrees Fahrenheit"], "c": ["°C", "Ce
               "hpa": ["hPa"], "inhg": ["inHg"], "pct": ["percent"]}
 
 
+# one-letter units written as capitals (the temperature scales: 'in F'); the others ('m', 'g', 'l') are
+# said by name, since 'in M' reads as mega
+_CAPITAL_SYMBOLS = {"f", "c", "k"}
+
+
+def one_letter_unit(letter: str) -> str:
+    """How a question says the one-letter unit a result key ends in: 'F' for `temp_f`, 'meters' for
+    `elevation_m`; the capital letter where no unit is known by it."""
+    known = _SPELLINGS.get(letter.casefold())
+    if letter.casefold() in _CAPITAL_SYMBOLS or not known:
+        return letter.upper()
+    return known[-1]
+
+
 def _bare(text: str) -> str:
     """'°F' -> 'f', 'km/h' -> 'kmh': a gloss as a result key spells it."""
     return re.sub(r"[^a-z0-9]", "", text.casefold())

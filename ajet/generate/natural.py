@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ajet.generate.explore_values import tokens
-from ajet.generate.glosses import unit_gloss
+from ajet.generate.glosses import one_letter_unit, unit_gloss
 from ajet.generate.record_names import records_noun
 from ajet.generate.result_data import COUNT, structured, value_at
 from ajet.generate.phrasing import show, words
@@ -137,7 +137,7 @@ def asked(path: list[Any], value: Any, description: str, arguments: dict[str, An
     tokens = words(keys[-1]).split()
     cut = _unit_index(tokens, lex)
     head_tokens = tokens[:cut] or tokens
-    unit = " ".join(_spell(t, lex).upper() if len(t) == 1 else _spell(t, lex) for t in tokens[cut:])
+    unit = " ".join(one_letter_unit(_spell(t, lex)) if len(t) == 1 else _spell(t, lex) for t in tokens[cut:])
     suffix = re.fullmatch(r"(.+)_([a-z0-9])", keys[-1])
     if suffix:  # price_a beside the argument city_a: the price of that argument's value
         for name, given in arguments.items():

@@ -73,6 +73,11 @@ def test_what_is_asked_is_the_key_split_into_a_noun_and_its_unit(energy):
     copies = natural.asked(["available", "Oakwood"], 1, "A book's pages, copies available at each branch.", {}, {})
     assert copies.nouns == ["available at Oakwood", "copies available at Oakwood"] and copies.count
     assert natural.asked(["holds"], 3, "", {}, {}).count  # a plural noun with an integer: 'How many holds ...'
+    # a one-letter unit: the temperature scales in capitals, the others by name ('in M' reads as mega)
+    assert natural.asked(["temp_max_f"], 71, "", {}, {}).unit == "F"
+    assert natural.asked(["elevation_m"], 112, "", {}, {}).unit == "meters"
+    assert natural.asked(["sugar_g"], 12, "", {}, {}).unit == "grams"
+    assert natural.asked(["grade_x"], 3, "", {}, {}).unit == "X"  # no unit is known by the letter
     # the description's 'rainy days' is the key beside `days`, never what `days` (a month's 31) is called
     month = "A statistic over a month. Also gives the number of rainy days (precipitation above 0)."
     result = '{"value": 3.1, "days": 31, "rainy_days": 9}'
