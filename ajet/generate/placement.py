@@ -72,8 +72,11 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         noun = words(name)
         parts = noun.split(" ")
-        if parts[-1] == "month" and isinstance(value, int) and 1 <= value <= 12:
-            return f"in {MONTHS[value - 1]}"  # phrasing.said reads the month's name back
+        if parts[-1] == "month" and isinstance(value, int) and 1 <= value <= 12:  # phrasing.said reads the name back
+            years = set(re.findall(r"\b(?:19|20)\d\d\b", description))
+            if len(years) == 1 and rng.random() < 0.5:  # 'a month of 2024': users say 'in July 2024' as often
+                return f"in {MONTHS[value - 1]} {years.pop()}"
+            return f"in {MONTHS[value - 1]}"
         if parts[0] in ("min", "minimum", "max", "maximum") and len(parts) > 1:  # min_capacity=4: 'with capacity at least 4'
             unit = parts[-1] if parts[-1] in _UNITS and len(parts) > 2 else ""
             thing = " ".join(parts[1:-1] if unit else parts[1:])

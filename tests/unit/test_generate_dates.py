@@ -66,6 +66,17 @@ def test_a_day_is_said_in_words_and_a_bound_with_since_or_until_by_hand():
     assert not place("from_unit", "MMBtu", "", rng).startswith("since")
 
 
+def test_a_month_is_said_with_the_one_year_its_description_names_by_hand():
+    def said_as(description: str) -> set[str]:
+        return {place("month", 7, description, random.Random(seed)) for seed in range(40)}
+
+    # 'a month of 2024': users say the year as often as not; the call still sends 7
+    assert said_as("A statistic over a month of 2024 at a station.") == {"in July", "in July 2024"}
+    assert said("month", 7, "What was the mean wind at KSEA in July 2024?")
+    assert said_as("A statistic over a month at a station.") == {"in July"}  # no year named
+    assert said_as("Months of 2023 and 2024.") == {"in July"}  # which year is the user's to say
+
+
 def test_a_time_of_day_is_said_at_and_whole_hours_in_words_by_hand():
     rng = random.Random(0)
     assert place("start", "14:00", "", rng) == "at 14:00"  # a booking's start, never 'on 14:00'
