@@ -344,12 +344,13 @@ def _needless_option(step: dict[str, Any], result: Any, path: list[Any], value: 
     step's parsed result; `by_place`: the question names the record by its place ('the latest commit' of a
     span of days), so the twin's record is the one at that place."""
     defaults = step.get("defaults") or {}
+    sent = {**defaults, **step["arguments"]}  # an option left out is its default: units=metric is no other call
     for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
-        rest = {k: v for k, v in step["arguments"].items() if k != name}
+        rest = {k: v for k, v in sent.items() if k != name}
         for twin in same_tool:
-            other = twin["arguments"]
+            other = {**defaults, **twin["arguments"]}
             if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
-                    or same_value(other.get(name, defaults.get(name)), step["arguments"][name]):
+                    or same_value(other.get(name), step["arguments"][name]):
                 continue
             twin_result = parsed_result(twin)
             twin_path = path if by_place else _twin_path(result, path, twin_result)

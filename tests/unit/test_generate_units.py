@@ -86,5 +86,10 @@ def test_an_option_the_answer_does_not_depend_on_is_not_asked():
     assert ("c1", ("temp_c",)) in asked and ("c2", ("temp_c",)) not in asked
     assert ("c2", ("samples", "#")) in asked and ("c3", ("samples", "#")) not in asked
     assert ("c3", ("temp_f",)) in asked
+    # a twin that sends an option at its default is the call that leaves it out: the day's temperature
+    # 'including samples' is needless beside units=metric alone, as beside the plain call
+    metric = call("c4", {"site": "North", "date": "2027-05-01", "units": "metric"}, {"temp_c": 21.5, "rain_mm": 3.0})
+    asked = {(c.steps[-1]["id"], tuple(c.path)) for c in candidates([metric, samples])}
+    assert ("c2", ("temp_c",)) not in asked and ("c2", ("samples", "#")) in asked
     # alone, with no call to compare with, a call's options are kept: nothing shows them needless
     assert ("c2", ("temp_c",)) in {(c.steps[-1]["id"], tuple(c.path)) for c in candidates([samples])}
