@@ -73,9 +73,12 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
         noun = words(name)
         parts = noun.split(" ")
         if parts[-1] == "month" and isinstance(value, int) and 1 <= value <= 12:  # phrasing.said reads the name back
+            # the months of one year ('over a month of 2024'), never any year ('monthly sales since 2019')
             years = set(re.findall(r"\b(?:19|20)\d\d\b", description))
-            if len(years) == 1 and rng.random() < 0.5:  # 'a month of 2024': users say 'in July 2024' as often
-                return f"in {MONTHS[value - 1]} {years.pop()}"
+            year = years.pop() if len(years) == 1 else None
+            if year and re.search(rf"\bmonths?\s+(?:of|in)\s+{year}\b", description, re.IGNORECASE) \
+                    and rng.random() < 0.5:  # users say 'in July 2024' as often as 'in July'
+                return f"in {MONTHS[value - 1]} {year}"
             return f"in {MONTHS[value - 1]}"
         if parts[0] in ("min", "minimum", "max", "maximum") and len(parts) > 1:  # min_capacity=4: 'with capacity at least 4'
             unit = parts[-1] if parts[-1] in _UNITS and len(parts) > 2 else ""

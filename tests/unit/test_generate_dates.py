@@ -75,6 +75,7 @@ def test_a_month_is_said_with_the_one_year_its_description_names_by_hand():
     assert said("month", 7, "What was the mean wind at KSEA in July 2024?")
     assert said_as("A statistic over a month at a station.") == {"in July"}  # no year named
     assert said_as("Months of 2023 and 2024.") == {"in July"}  # which year is the user's to say
+    assert said_as("Monthly sales since 2019.") == {"in July"}  # a year, but not the months'
 
 
 def test_a_time_of_day_is_said_at_and_whole_hours_in_words_by_hand():
