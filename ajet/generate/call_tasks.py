@@ -93,6 +93,8 @@ async def generate_call_tasks(cfg: AjetConfig, calls_path: Path, n: int, out: Pa
         row["description"] = descriptions.get(row["tool"])
         row["defaults"] = {s.name: s.schema["default"] for s in tool_specs if s.schema.get("default") is not None}
         row["optional"] = [s.name for s in tool_specs if not s.required]
+        # arguments that pick what a tool computes of a record, not which record (ajet.generate.twins.mode_blind)
+        row["modes"] = [s.name for s in tool_specs if s.schema.get("enum") or s.type == "boolean"]
         # units an enum's description glosses its values with ("imperial (°F, in, mph)"): what users say instead
         row["glosses"] = {s.name: found for s in tool_specs
                           if (found := glosses.enum_glosses(s.description, list(s.schema.get("enum") or [])))}

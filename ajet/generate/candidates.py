@@ -18,8 +18,9 @@ from typing import Any
 from ajet.generate import natural, phrasing
 from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
 from ajet.generate.glosses import cities_for, days_for, spelled_for
-from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, naming_keys, only_record, uncut
-from ajet.generate.result_data import COUNT, MISSING, same_value, structured, under, value_at
+from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, only_record, uncut
+from ajet.generate.result_data import COUNT, same_value, structured, under
+from ajet.generate.twins import mode_blind, needless_option
 from ajet.tool_results import result_error
 from ajet.judge.function_call import values_match
 
@@ -335,67 +336,6 @@ def _fitting(leaves: list[tuple[list[Any], Any]], argument: str) -> list[tuple[l
     return [(path, v) for path, v in leaves if path and isinstance(path[-1], str) and key_words(argument) & key_words(path[-1])]
 
 
-def _needless_option(step: dict[str, Any], result: Any, path: list[Any], value: Any, by_place: bool,
-                     same_tool: list[dict[str, Any]]) -> bool:
-    """Whether the call sets an optional argument that the answer does not depend on: a call of the same tool
-    with that argument left out or set otherwise, the others alike, returned the same value for the same
-    record (`_twin_path`: the day's high 'including hourly', Harbor View's capacity 'with floor 2'). Asked
-    with it, the question teaches a model to send options the user's words never call for. `result` is the
-    step's parsed result; `by_place`: the question names the record by its place ('the latest commit' of a
-    span of days), so the twin's record is the one at that place."""
-    defaults = step.get("defaults") or {}
-    sent = {**defaults, **step["arguments"]}  # an option left out is its default: units=metric is no other call
-    for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
-        rest = {k: v for k, v in sent.items() if k != name}
-        for twin in same_tool:
-            other = {**defaults, **twin["arguments"]}
-            if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
-                    or same_value(other.get(name), step["arguments"][name]):
-                continue
-            twin_result = parsed_result(twin)
-            twin_path = path if by_place else _twin_path(result, path, twin_result)
-            found = MISSING if twin_path is None else value_at(twin_result, twin_path)
-            if found is not MISSING and same_value(found, value):
-                return True
-    return False
-
-
-def _twin_path(result: Any, path: list[Any], twin: Any) -> list[Any] | None:
-    """The path in `twin` (another call's result of the same tool) to what `path` reaches in `result`, each
-    list record found again as the record equal to it (list_rooms() holds Harbor View at another place
-    than list_rooms(floor=2)). None where the twin lacks the record, or where `result`'s list holds that
-    one record and the twin's holds several: the option narrowed the list to it, so the question names the
-    record by that option ('the room on floor 3 with video') and needs it."""
-    found: list[Any] = []
-    node, other = result, twin
-    for step in path:
-        if isinstance(node, list) and isinstance(step, int):
-            if not isinstance(other, list) or not 0 <= step < len(node) or (len(node) == 1 < len(other)):
-                return None
-            place = step if step < len(other) and _same_record(node[step], other[step]) else next(
-                (i for i, record in enumerate(other) if _same_record(node[step], record)), None)
-            if place is None:
-                return None
-            node, other = node[step], other[place]
-            found.append(place)
-        elif isinstance(node, dict) and step in node:
-            node, other = node[step], other.get(step, MISSING) if isinstance(other, dict) else MISSING
-            found.append(step)
-        else:
-            found.append(step)  # a final COUNT: the twin's list length
-    return found
-
-
-def _same_record(record: Any, other: Any) -> bool:
-    """Whether two list records are one: the same name and id (`naming_keys`), or for a record that has
-    none, the same texts and numbers under every key."""
-    if not isinstance(record, dict) or not isinstance(other, dict):
-        return same_value(record, other)
-    keys = [k for k in naming_keys(record) if k in other] or [
-        k for k, v in record.items() if isinstance(v, (str, int, float)) and k in other]
-    return bool(keys) and all(same_value(record[k], other[k]) for k in keys)
-
-
 def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate]:
     """Every (calls, answer path) a task can be built from: single calls and chains along inputs_from
     (the recorded source of a passed value, or another tool's call that returned it: `other_sources`).
@@ -432,6 +372,7 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
     by_tool: dict[str, list[dict[str, Any]]] = {}
     for row in bank:
         by_tool.setdefault(row["tool"], []).append(row)
+    blind = {tool: mode_blind(rows) for tool, rows in by_tool.items()}
     found = []
     for chain in chains:
         if any(_is_wildcard(step) for step in chain):
@@ -459,8 +400,10 @@ def candidates(bank: list[dict[str, Any]], max_chain: int = 3) -> list[Candidate
                                    or stated_before(named_lines, value)):
                 continue
             by_place = label is not None and label[0] == phrasing.POSITION
-            if _needless_option(chain[-1], last, path, value, by_place, by_tool[chain[-1]["tool"]]):
+            if needless_option(chain[-1], last, path, value, by_place, by_tool[chain[-1]["tool"]]):
                 continue  # asked with an option its answer does not depend on
+            if any((name, tuple(path)) in blind[chain[-1]["tool"]] for name in chain[-1]["arguments"]):
+                continue  # the call sends a mode its answer does not depend on: the question cannot say which
             found.append(Candidate(chain, path, value))
     return found
 

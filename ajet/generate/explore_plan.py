@@ -130,7 +130,7 @@ class CallPlanner:
         nobody asked for). The plain call (every option left out) comes first; a value equal to its
         argument's default is not sent alone (it asks what the plain call asks). Required arguments take
         their best candidate in every such call, so that each is the plain call's twin but for one option
-        (candidates' `_needless_option` compares twins)."""
+        (ajet.generate.twins' `needless_option` compares twins)."""
         optional = {spec.name: spec.schema.get("default", OMIT) for spec in tool.specs
                     if not spec.required and spec.name in pools}
         if len(optional) < 2:

@@ -1,11 +1,13 @@
-"""Two rules of the question generator, on a small MCP server written for this test (never a zoo server):
-an enum value its description glosses with units is asked for in those units ("in Fahrenheit", never
-"in imperial"), and an optional argument the answer does not depend on is no part of a question."""
+"""Three rules of the question generator, on small MCP servers written for these tests (never a zoo
+server): an enum value its description glosses with units is asked for in those units ("in Fahrenheit",
+never "in imperial"), an optional argument the answer does not depend on is no part of a question, and
+no question asks a value that a mode the call must send (an enum, a boolean) does not change."""
 
 from __future__ import annotations
 
 from ajet.generate.candidates import candidates
 from ajet.generate.glosses import enum_glosses, unit_gloss
+from ajet.generate.twins import mode_blind
 
 from tests.unit.test_generate_rules import explore, tasks_of
 
@@ -93,3 +95,77 @@ def test_an_option_the_answer_does_not_depend_on_is_not_asked():
     assert ("c2", ("temp_c",)) not in asked and ("c2", ("samples", "#")) in asked
     # alone, with no call to compare with, a call's options are kept: nothing shows them needless
     assert ("c2", ("temp_c",)) in {(c.steps[-1]["id"], tuple(c.path)) for c in candidates([samples])}
+
+
+MONTHLY = '''
+    from typing import Annotated, Literal
+    from pydantic import Field
+
+    DAYS = {1: 31, 2: 28, 3: 31}
+
+    @mcp.tool
+    def stats(
+        site: Annotated[str, Field(description="Site name, 'North' or 'South'.")],
+        month: Annotated[int, Field(description="Month of 2027, 1-3.", ge=1, le=3)],
+        variable: Annotated[Literal["rain", "wind"], Field(description="rain (mm) or wind (km/h).")],
+        stat: Annotated[Literal["mean", "max"], Field(description="mean or max.")] = "mean",
+    ) -> dict:
+        """A statistic of one variable over a month at a site; also the month's days and wet days."""
+        if site not in ("North", "South"):
+            return {"error": f"unknown site {site}"}
+        base = (3.5 if variable == "rain" else 17.0) * (1.4 if stat == "max" else 1.0) + month + (site == "South")
+        return {"site": site, "month": month, "variable": variable, "stat": stat, "value": round(base, 1),
+                "days": DAYS[month], "wet_days": 9 + month * 2 + (site == "South")}
+'''
+
+
+async def test_a_mode_the_answer_does_not_depend_on_makes_no_question(tmp_path):
+    """The month's wet days are the same whichever variable a call asks: "how many wet days" names none,
+    so a task whose reference call sends one (that a model then cannot guess) is not made."""
+    _, kept, _, yaml = await explore(tmp_path, MONTHLY)
+    bank = [r for r in kept if r["tool"] == "stats"]
+
+    def twins(argument: str) -> bool:
+        rest = [(r["arguments"]["site"], r["arguments"]["month"], r["arguments"].get("stat", "mean"),
+                 r["arguments"]["variable"]) for r in bank]
+        index = ["site", "month", "stat", "variable"].index(argument)
+        return any(a[:index] + a[index + 1:] == b[:index] + b[index + 1:] and a[index] != b[index]
+                   for a in rest for b in rest)
+
+    assert twins("variable") or twins("stat"), "the bank holds no twins: the rule is not exercised"
+    rows = await tasks_of(yaml, tmp_path, n=40)
+    targets = [t["metadata"]["target"][-1] for t in rows]
+    assert "value" in targets
+    assert not {"days", "wet_days"} & set(targets), [t["query"] for t in rows if t["metadata"]["target"][-1] != "value"]
+
+
+def test_mode_blind_by_hand():
+    def call(arguments: dict, result: dict, modes=("variable", "stat")) -> dict:
+        return {"id": "c", "tool": "stats", "arguments": arguments, "result": result, "modes": list(modes),
+                "defaults": {"stat": "mean"}}
+
+    rain = call({"site": "North", "month": 1, "variable": "rain"}, {"site": "North", "value": 4.5, "wet_days": 11, "dry": 0})
+    wind = call({"site": "North", "month": 1, "variable": "wind"}, {"site": "North", "value": 18.0, "wet_days": 11, "dry": 0})
+    # the value changes with the variable; the wet days do not; two zeros agreeing are no evidence
+    assert mode_blind([rain, wind]) == {("variable", ("wet_days",))}
+    # stat=mean sent is stat left out: these two differ in the variable alone
+    assert mode_blind([{**rain, "arguments": {**rain["arguments"], "stat": "mean"}}, wind]) == {("variable", ("wet_days",))}
+    # one pair that disagrees outweighs one that agrees
+    wet = call({"site": "North", "month": 2, "variable": "rain"}, {"site_id": "N1", "value": 5.5, "wet_days": 13})
+    windy = call({"site": "North", "month": 2, "variable": "wind"}, {"site_id": "N1", "value": 19.0, "wet_days": 14})
+    assert mode_blind([rain, wind, wet, windy]) == {("variable", ("site_id",))}
+    # an argument that is no mode (a free text, the site) or twins of two records are no evidence
+    assert mode_blind([call(rain["arguments"], rain["result"], modes=()), call(wind["arguments"], wind["result"], modes=())]) == set()
+    ridge = call({"area": "hills", "variable": "rain"}, {"name": "North Ridge", "value": 4.5, "wet_days": 11})
+    bay = call({"area": "hills", "variable": "wind"}, {"name": "South Bay", "value": 18.0, "wet_days": 11})
+    assert mode_blind([ridge, bay]) == set()
+    # with no name or id, most of what they return must agree for two results to be one record's
+    other = call({"site": "North", "month": 1, "variable": "wind"}, {"value": 18.0, "wet_days": 11, "gust": 40, "dir": "W"})
+    assert mode_blind([{**rain, "result": {"value": 4.5, "wet_days": 11, "gust": 20, "dir": "E"}}, other]) == set()
+    # a list's length the mode leaves alone is asked of no call; two lists of as many records are not one
+    hours = call({"site": "North", "variable": "rain"}, {"site_id": "N1", "readings": [{"h": 6, "v": 1.0}, {"h": 12, "v": 2.0}]})
+    gusts = call({"site": "North", "variable": "wind"}, {"site_id": "N1", "readings": [{"h": 6, "v": 9.0}, {"h": 12, "v": 7.0}]})
+    assert mode_blind([hours, gusts]) == {("variable", ("readings", "#")), ("variable", ("site_id",))}
+    open_tickets = call({"status": "open"}, {"tickets": [{"subject": "printer"}, {"subject": "login"}]}, modes=("status",))
+    closed_tickets = call({"status": "closed"}, {"tickets": [{"subject": "vpn"}, {"subject": "mail"}]}, modes=("status",))
+    assert mode_blind([open_tickets, closed_tickets]) == set()
