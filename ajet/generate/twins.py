@@ -80,7 +80,7 @@ def mode_blind(same_tool: list[dict[str, Any]]) -> set[tuple[str, tuple[Any, ...
     """The (argument, path) pairs of a tool whose answer its mode argument (an enum or a boolean, the
     bank row's `modes`: it picks what the tool computes of a record, not which record) leaves alone:
     twins of one record (`same_record`) that differ in that argument alone agree on the value, and no
-    such twins disagree. monthly_stats(variable=wind) and (variable=precipitation) of one station and
+    twins that differ in it alone, of any record, disagree. monthly_stats(variable=wind) and (variable=precipitation) of one station and
     month return the same `rainy_days`: "how many rainy days" names no variable, so a reference call that
     sends one is a value the question could not have given. A zero, an empty text or a false agreeing is
     no evidence (two months' driest day are both 0.0 mm), only disagreeing is."""
@@ -97,15 +97,14 @@ def mode_blind(same_tool: list[dict[str, Any]]) -> set[tuple[str, tuple[Any, ...
                 continue
             echoed = [*sent.values(), *other_sent.values()]  # an argument said back is asked of no call
             pairs = [(path, value, value_at(other, path)) for path, value in _scalar_leaves(result)
-                     if not any(same_value(value, v) for v in echoed)]
+                     if path[-1] == COUNT or not any(same_value(value, v) for v in echoed)]
             pairs = [(path, value, found) for path, value, found in pairs if found is not MISSING]
-            if not _one_record(result, other, pairs):
-                continue
+            one = _one_record(result, other, pairs)
             for path, value, found in pairs:
                 key = (changed[0], tuple(path))
                 if not same_value(found, value):
-                    differ.add(key)
-                elif value not in (0, "") and value is not False:
+                    differ.add(key)  # of any record: a filter that cut floor 3's rooms from 3 to 2 counts
+                elif one and value not in (0, "") and value is not False:
                     agree.add(key)
     return agree - differ
 

@@ -169,3 +169,10 @@ def test_mode_blind_by_hand():
     open_tickets = call({"status": "open"}, {"tickets": [{"subject": "printer"}, {"subject": "login"}]}, modes=("status",))
     closed_tickets = call({"status": "closed"}, {"tickets": [{"subject": "vpn"}, {"subject": "mail"}]}, modes=("status",))
     assert mode_blind([open_tickets, closed_tickets]) == set()
+    # a filter that left one list as it was and cut another (3 rooms to 2) is no mode: the count depends on it
+    floor1 = call({"floor": 1}, {"rooms": [{"room": "Dock"}, {"room": "Mast"}]}, modes=("video",))
+    floor1_video = call({"floor": 1, "video": True}, {"rooms": [{"room": "Dock"}, {"room": "Mast"}]}, modes=("video",))
+    floor5 = call({"floor": 5}, {"rooms": [{"room": "Keel"}, {"room": "Buoy"}, {"room": "Anchor"}]}, modes=("video",))
+    floor5_video = call({"floor": 5, "video": True}, {"rooms": [{"room": "Keel"}, {"room": "Buoy"}]}, modes=("video",))
+    assert mode_blind([floor1, floor1_video]) == {("video", ("rooms", "#"))}
+    assert mode_blind([floor1, floor1_video, floor5, floor5_video]) == set()
