@@ -17,7 +17,7 @@ from typing import Any
 
 from ajet.generate import natural, phrasing
 from ajet.generate.chain_checks import passed_lines, passes_given, stated_before
-from ajet.generate.glosses import cities_for, days_for, spelled_for
+from ajet.generate.glosses import cities_for, days_for, noun_gloss, spelled_for
 from ajet.generate.record_names import AMBIGUOUS, item_label, key_words, only_record, uncut
 from ajet.generate.result_data import COUNT, same_value, structured, under
 from ajet.generate.twins import mode_blind, needless_option
@@ -92,6 +92,12 @@ class Candidate:
             said = next((k for k in reversed(given) if k.removeprefix("then ") == argument), None)
             if said is not None:
                 given[said] = unit
+        # an enum value its description names in words is said by that name ('the mean daily high' for
+        # variable=temperature, "temperature (daily highs)": glosses.noun_gloss)
+        for key, value in list(given.items()):
+            named = noun_gloss(self.steps[-1], key.removeprefix("then "), value)
+            if named:
+                given[key] = named
         # a time zone the user gives is said as its city ('Tokyo'; the call sends 'Asia/Tokyo')
         given.update(cities_for(given, self.key))
         given.update(days_for(given, self.key))  # and a date in words ('March 2, 2024' for 2024-03-02)

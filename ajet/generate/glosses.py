@@ -67,6 +67,17 @@ def enum_glosses(description: str, values: list[Any]) -> dict[str, list[str]]:
     return found
 
 
+def noun_gloss(step: dict[str, Any], argument: str, value: Any) -> str | None:
+    """What an enum value means, as the description's parenthesis names it in words ("temperature (daily
+    highs)" -> 'daily high'): users ask for 'the mean daily high', not 'the mean temperature'. A gloss of
+    units (°C, mm) or of one word is no such name."""
+    parts = ((step.get("glosses") or {}).get(argument) or {}).get(value) if isinstance(value, str) else None
+    if not parts or len(parts) != 1 or not re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)+", parts[0]):
+        return None
+    noun = parts[0].lower()
+    return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") else noun
+
+
 def unit_gloss(step: dict[str, Any], key: Any) -> tuple[str, list[str], str] | None:
     """(argument, how people spell the unit, the key's words without it) when the last word of result key
     `key` is a unit that the enum value in effect for `step` glosses: `temp_max_f` of a call with

@@ -6,7 +6,7 @@ no question asks a value that a mode the call must send (an enum, a boolean) doe
 from __future__ import annotations
 
 from ajet.generate.candidates import candidates
-from ajet.generate.glosses import enum_glosses, unit_gloss
+from ajet.generate.glosses import enum_glosses, noun_gloss, unit_gloss
 from ajet.generate.twins import mode_blind
 
 from tests.unit.test_generate_rules import explore, tasks_of
@@ -176,3 +176,21 @@ def test_mode_blind_by_hand():
     floor5_video = call({"floor": 5, "video": True}, {"rooms": [{"room": "Keel"}, {"room": "Buoy"}]}, modes=("video",))
     assert mode_blind([floor1, floor1_video]) == {("video", ("rooms", "#"))}
     assert mode_blind([floor1, floor1_video, floor5, floor5_video]) == set()
+
+
+def test_an_enum_value_named_in_words_is_said_by_that_name():
+    """"temperature (daily highs)": users ask for 'the mean daily high', and the question says so (the
+    call still sends variable=temperature); a gloss of units or of one word names nothing."""
+    glossed = {"variable": enum_glosses("temperature (daily highs), rain (mm) or wind (gusts).",
+                                        ["temperature", "rain", "wind"])}
+    step = {"id": "c1", "tool": "stats", "arguments": {"site": "North", "month": 3, "variable": "temperature",
+                                                      "stat": "max"},
+            "result": {"site": "North", "value": 14.5}, "origin": {"variable": "schema_enum", "stat": "schema_enum"},
+            "inputs_from": [], "optional": ["stat"], "defaults": {"stat": "mean"}, "glosses": glossed}
+    assert noun_gloss(step, "variable", "temperature") == "daily high"
+    assert noun_gloss(step, "variable", "rain") is None and noun_gloss(step, "variable", "wind") is None
+    assert noun_gloss(step, "stat", "max") is None
+    (candidate,) = [c for c in candidates([step]) if c.path == ["value"]]
+    assert candidate.mention()["variable"] == "daily high" and candidate.steps[-1]["arguments"]["variable"] == "temperature"
+    rain = {**step, "id": "c2", "arguments": {**step["arguments"], "variable": "rain"}, "result": {"site": "North", "value": 3.5}}
+    assert [c.mention()["variable"] for c in candidates([rain]) if c.path == ["value"]] == ["rain"]
