@@ -80,9 +80,10 @@ def mode_blind(same_tool: list[dict[str, Any]]) -> set[tuple[str, tuple[Any, ...
     """The (argument, path) pairs of a tool whose answer its mode argument (an enum or a boolean, the
     bank row's `modes`: it picks what the tool computes of a record, not which record) leaves alone:
     twins of one record (`same_record`) that differ in that argument alone agree on the value, and no
-    twins that differ in it alone, of any record, disagree. monthly_stats(variable=wind) and (variable=precipitation) of one station and
-    month return the same `rainy_days`: "how many rainy days" names no variable, so a reference call that
-    sends one is a value the question could not have given. A zero, an empty text or a false agreeing is
+    twins that differ in it alone, of any record, disagree. monthly_stats(variable=wind) and
+    (variable=precipitation) of one station and month return the same `rainy_days`: "how many rainy
+    days" names no variable, so a reference call that sends one is a value the question could not have
+    given. A zero, an empty text or a false agreeing is
     no evidence (two months' driest day are both 0.0 mm), only disagreeing is."""
     agree: set[tuple[str, tuple[Any, ...]]] = set()
     differ: set[tuple[str, tuple[Any, ...]]] = set()
