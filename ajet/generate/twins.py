@@ -23,12 +23,11 @@ def needless_option(step: dict[str, Any], result: Any, path: list[Any], value: A
     with it, the question teaches a model to send options the user's words never call for. `result` is the
     step's parsed result; `by_place`: the question names the record by its place ('the latest commit' of a
     span of days), so the twin's record is the one at that place."""
-    defaults = step.get("defaults") or {}
-    sent = {**defaults, **step["arguments"]}  # an option left out is its default: units=metric is no other call
+    sent = _sent(step)
     for name in (n for n in step.get("optional") or [] if n in step["arguments"]):
         rest = {k: v for k, v in sent.items() if k != name}
         for twin in same_tool:
-            other = {**defaults, **twin["arguments"]}
+            other = _sent(twin)
             if twin is step or not values_match({k: v for k, v in other.items() if k != name}, rest, 1e-9) \
                     or same_value(other.get(name), step["arguments"][name]):
                 continue
@@ -38,6 +37,12 @@ def needless_option(step: dict[str, Any], result: Any, path: list[Any], value: A
             if found is not MISSING and same_value(found, value):
                 return True
     return False
+
+
+def _sent(row: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments with its tool's defaults filled in: an option left out is its default, so
+    units=metric sent and units left out are one call."""
+    return {**(row.get("defaults") or {}), **row["arguments"]}
 
 
 def twin_path(result: Any, path: list[Any], twin: Any) -> list[Any] | None:
@@ -83,11 +88,11 @@ def mode_blind(same_tool: list[dict[str, Any]]) -> set[tuple[str, tuple[Any, ...
     twins that differ in it alone, of any record, disagree. monthly_stats(variable=wind) and
     (variable=precipitation) of one station and month return the same `rainy_days`: "how many rainy
     days" names no variable, so a reference call that sends one is a value the question could not have
-    given. A zero, an empty text or a false agreeing is
-    no evidence (two months' driest day are both 0.0 mm), only disagreeing is."""
+    given. A zero, an empty text or a false agreeing is no evidence (two months' driest day are both
+    0.0 mm), only disagreeing is."""
     agree: set[tuple[str, tuple[Any, ...]]] = set()
     differ: set[tuple[str, tuple[Any, ...]]] = set()
-    rows = [({**(row.get("defaults") or {}), **row["arguments"]}, structured(row.get("result")), row) for row in same_tool]
+    rows = [(_sent(row), structured(row.get("result")), row) for row in same_tool]
     for i, (sent, result, row) in enumerate(rows):
         if not isinstance(result, dict):
             continue
