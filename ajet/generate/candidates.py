@@ -93,9 +93,12 @@ class Candidate:
             if said is not None:
                 given[said] = unit
         # an enum value its description names in words is said by that name ('the mean daily high' for
-        # variable=temperature, "temperature (daily highs)": glosses.noun_gloss)
+        # variable=temperature, "temperature (daily highs)": glosses.noun_gloss), in the gloss of the call
+        # that sends it: a plain key is the first such call's argument, 'then X' the last one's
         for key, value in list(given.items()):
-            named = noun_gloss(self.steps[-1], key.removeprefix("then "), value)
+            argument = key.removeprefix("then ")
+            sending = [s for s in self.steps if argument in s["arguments"]]
+            named = sending and noun_gloss(sending[-1] if key != argument else sending[0], argument, value)
             if named:
                 given[key] = named
         # a time zone the user gives is said as its city ('Tokyo'; the call sends 'Asia/Tokyo')

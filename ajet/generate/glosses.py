@@ -17,7 +17,7 @@ import zlib
 from datetime import date
 from typing import Any
 
-from ajet.generate.phrasing import MONTHS, words
+from ajet.generate.phrasing import MONTHS, singular, words
 from ajet.generate.standard_values import zone_names
 
 # how people spell a unit the descriptions abbreviate; an abbreviation that reads as an ordinary word
@@ -74,8 +74,7 @@ def noun_gloss(step: dict[str, Any], argument: str, value: Any) -> str | None:
     parts = ((step.get("glosses") or {}).get(argument) or {}).get(value) if isinstance(value, str) else None
     if not parts or len(parts) != 1 or not re.fullmatch(r"[A-Za-z]+(?: [A-Za-z]+)+", parts[0]):
         return None
-    noun = parts[0].lower()
-    return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") else noun
+    return singular(parts[0].lower())
 
 
 def unit_gloss(step: dict[str, Any], key: Any) -> tuple[str, list[str], str] | None:

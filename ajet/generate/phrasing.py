@@ -31,6 +31,12 @@ def words(key: Any) -> str:
 _SINCE, _UNTIL = {"since", "after", "start", "from", "begin"}, {"until", "before", "end", "to"}
 
 
+def singular(noun: str) -> str:
+    """A plural noun's singular as the simple rule makes it ('daily highs' -> 'daily high', 'weeks' ->
+    'week'); a word ending in 'ss' ('address') is no plural."""
+    return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") else noun
+
+
 def time_bound(name: str) -> str | None:
     """'since' or 'until' for an argument that bounds a span of time (start_timestamp, since, end_date,
     until), None for any other (from_unit, start_room)."""

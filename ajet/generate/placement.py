@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ajet.generate.phrasing import (DAY_IN_WORDS, MONTHS, NUMBER_WORDS, POSITION, TIME_OF_DAY, flag_phrase, hours_in_words, in_minutes,
-                                    show, time_bound, words)
+                                    show, singular, time_bound, words)
 
 PREPOSITIONS = "in|of|for|at|on|from|to|by|with|between|near|during|per|about"
 _ARTICLES = "a|an|the|one|some|each|any|two|both"
@@ -89,11 +89,11 @@ def place(name: str, value: Any, description: str, rng: random.Random) -> str:
             return f"for {rng.choice(hours_in_words(value))}"
         if parts[-1] in _UNITS and len(parts) > 1:  # duration_minutes=30: 'for 30 minutes'
             return f"for {shown} {parts[-1]}"
-        if noun.endswith("s") and not noun.endswith("ss") and " " not in noun:
+        if singular(noun) != noun and " " not in noun:
             # users write small counts as words too ('for two weeks'); phrasing.mentions reads them back
             if isinstance(value, int) and value in NUMBER_WORDS and rng.random() < 0.4:
                 shown = NUMBER_WORDS[value]
-            return f"for {shown} {noun[:-1] if value == 1 else noun}"
+            return f"for {shown} {singular(noun) if value == 1 else noun}"
         if re.fullmatch(r"(19|20)\d\d", shown):
             return f"in {shown}"
         return f"with {noun} {shown}"

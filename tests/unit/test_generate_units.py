@@ -194,3 +194,17 @@ def test_an_enum_value_named_in_words_is_said_by_that_name():
     assert candidate.mention()["variable"] == "daily high" and candidate.steps[-1]["arguments"]["variable"] == "temperature"
     rain = {**step, "id": "c2", "arguments": {**step["arguments"], "variable": "rain"}, "result": {"site": "North", "value": 3.5}}
     assert [c.mention()["variable"] for c in candidates([rain]) if c.path == ["value"]] == ["rain"]
+
+
+def test_an_enum_value_is_glossed_by_the_call_that_sends_it():
+    """In a chain, the first call's enum value is said by the first tool's gloss ('daily high'), not
+    looked up among the last tool's arguments; and the last tool's own argument of that name by its own."""
+    first = {"id": "a", "tool": "stats", "arguments": {"site": "North", "variable": "temperature"},
+             "result": {"site": "North", "station": "N-1", "value": 14.5}, "inputs_from": [],
+             "glosses": {"variable": enum_glosses("temperature (daily highs) or rain (mm).", ["temperature", "rain"])}}
+    then = {"id": "b", "tool": "station_log", "arguments": {"station": "N-1", "variable": "temperature"},
+            "result": {"station": "N-1", "entries": 12}, "glosses": {"variable": {}},
+            "inputs_from": [{"argument": "station", "call": "a", "path": ["station"]}]}
+    chain = next(c for c in candidates([first, then]) if [s["id"] for s in c.steps] == ["a", "b"])
+    assert chain.mention()["variable"] == "daily high"
+    assert chain.mention()["then variable"] == "temperature"
