@@ -11,7 +11,7 @@ stage, since a server's write tools (git commit, checkout) may have changed them
 
     python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
                                  [--rl] [--val-limit N] [--data-only] [key=value ...]
-    python benchmarks/mcp_zoo.py --summary [FILE]    # the table of the newest result per server
+    python benchmarks/mcp_zoo.py --summary [FILE] [-n 360 sft.epochs=2]   # the newest result per server, of one recipe
 
 The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
 Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
@@ -181,18 +181,18 @@ def mean(values: list[float]) -> str:
     return f"{sum(values) / len(values):.3f}" if values else "n/a"
 
 
-def is_tutorial_run(row: dict) -> bool:
-    """Whether a result is of the tutorial's own recipe: every val question, `-n 180`, no override (a
-    teacher, fewer epochs); those alone enter the zoo's table and means."""
-    return not row.get("overrides") and not row.get("val_limit") and row.get("n", 180) == 180
+def of_recipe(row: dict, n: int, overrides: list[str]) -> bool:
+    """Whether a result is of the recipe asked: every val question, `-n` and the key=value overrides
+    (a teacher, other epochs) as given; rows of one recipe alone make a table and its means."""
+    return not row.get("val_limit") and row.get("n", 180) == n and sorted(row.get("overrides") or []) == sorted(overrides)
 
 
 def minutes(row: dict) -> str:
     return "n/a" if row.get("minutes") is None else f"{row['minutes']:.1f}"  # the first rows did not record it
 
 
-def summary(path: Path) -> str:
-    """The table of the newest tutorial-recipe result per server in a results file (`--out`, one JSON
+def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str:
+    """The table of the newest result of one recipe (`-n`, overrides) per server in a results file (`--out`, one JSON
     object a line, appended in time order), each with the commit and CPU it ran on (rows of different
     generators are not one measurement: the table says which), and the last line as a run prints it, over
     those rows; `minutes` is their sum (of the rows that recorded it), on whatever machines they ran."""
@@ -208,7 +208,7 @@ def summary(path: Path) -> str:
     for number, row in enumerate(rows, 1):
         if "server" not in row or "trained_success" not in row:
             raise SystemExit(f"{path}: result {number} is not a zoo result (no server or trained_success)")
-        if is_tutorial_run(row):
+        if of_recipe(row, n, overrides or []):
             newest[row["server"]] = row
         else:
             skipped += 1
@@ -222,7 +222,7 @@ def summary(path: Path) -> str:
                      f"{row.get('commit') or '?'} / {row.get('cpu') or '?'} / {row.get('when') or '?'}"
                      + ("  FAILED (scored 0)" if "error" in row else ""))
     if skipped:
-        lines.append(f"({skipped} result(s) with overrides, fewer val questions or another -n left out)")
+        lines.append(f"({skipped} result(s) of another recipe (-n, overrides) or fewer val questions left out)")
     lines.append(f"{means_line(order, side)} minutes={sum(r.get('minutes') or 0.0 for r in order):.1f}")
     return "\n".join(lines)
 
@@ -251,13 +251,14 @@ def main() -> None:
                         "eval: the files a generator change alters, to compare two generators' output by hash")
     parser.add_argument("--summary", nargs="?", type=Path, const=REPO / "benchmarks" / "results" / "mcp_zoo.jsonl",
                         metavar="FILE", help="print the table of the newest result per server in FILE (default: "
-                        "benchmarks/results/mcp_zoo.jsonl) and its means; runs nothing")
+                        "benchmarks/results/mcp_zoo.jsonl) and its means, of the recipe that -n and the key=value "
+                        "overrides given with it name (default: -n 180, none); runs nothing")
     args, overrides = parser.parse_known_args()
     signal.signal(signal.SIGTERM, exit_on_signal)
     if args.summary is not None:
         if not args.summary.exists():
             parser.error(f"no results file {args.summary}")
-        print(summary(args.summary))
+        print(summary(args.summary, args.n, overrides))
         return
     split = zoo.split()
     side = {name: part for part, names in split.items() for name in names}

@@ -108,7 +108,7 @@ def test_states_reads_numbers_and_text_as_the_judge_does():
     assert not check_val.states("07:00", ["06:00", "6:00 am"])
 
 
-def test_summary_tables_the_newest_tutorial_run_per_server_and_refuses_a_broken_line(tmp_path):
+def test_summary_tables_the_newest_run_of_one_recipe_per_server_and_refuses_a_broken_line(tmp_path):
     import subprocess
 
     def result(server, trained, **extra):
@@ -129,7 +129,16 @@ def test_summary_tables_the_newest_tutorial_run_per_server_and_refuses_a_broken_
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "heldout_mean_success=0.250 dev_mean_success=0.750 tools_covered=0.750 minutes=10.0"
     assert any(line.startswith(heldout) and "def5678" in line for line in lines)
-    assert "(2 result(s) with overrides" in lines[-2]
+    assert "(2 result(s) of another recipe" in lines[-2]
+
+    # another recipe's table: its rows alone, the overrides in any order
+    rows.append(result(dev, 0.5, n=360, overrides=["sft.epochs=2", "trainer.lr=1e-4"]))
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    done = subprocess.run([sys.executable, str(script), "--summary", str(path), "-n", "360", "trainer.lr=1e-4",
+                           "sft.epochs=2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == ("heldout_mean_success=n/a dev_mean_success=0.500 "
+                                                    "tools_covered=0.750 minutes=10.0")
 
     # a broken line amid results is refused by number (a last line cut off by a crash is skipped, as
     # ajet.jsonl.read_rows does for every appended file)
