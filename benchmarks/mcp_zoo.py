@@ -184,7 +184,8 @@ def mean(values: list[float]) -> str:
 def of_recipe(row: dict, n: int, overrides: list[str]) -> bool:
     """Whether a result is of the recipe asked: every val question, `-n` and the key=value overrides
     (a teacher, other epochs) as given; rows of one recipe alone make a table and its means."""
-    return not row.get("val_limit") and row.get("n", 180) == n and sorted(row.get("overrides") or []) == sorted(overrides)
+    same_overrides = sorted(row.get("overrides") or []) == sorted(overrides)
+    return not row.get("val_limit") and row.get("n", 180) == n and same_overrides
 
 
 def minutes(row: dict) -> str:
@@ -192,8 +193,8 @@ def minutes(row: dict) -> str:
 
 
 def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str:
-    """The table of the newest result of one recipe (`-n`, overrides) per server in a results file (`--out`, one JSON
-    object a line, appended in time order), each with the commit and CPU it ran on (rows of different
+    """The table of the newest result of one recipe (`-n`, overrides) per server in a results file (`--out`,
+    one JSON object a line, appended in time order), each with the commit and CPU it ran on (rows of different
     generators are not one measurement: the table says which), and the last line as a run prints it, over
     those rows; `minutes` is their sum (of the rows that recorded it), on whatever machines they ran."""
     from ajet.errors import ConfigError
