@@ -6,17 +6,23 @@ mcp_agent workflow would have, turn for turn — system prompt, question, one as
 call with the tool message that call really produced, and a final sentence stating the gold value.
 The teacher writes that sentence (checked to state the value; a template otherwise). No episode is
 sampled, so thousands of verified rows take minutes, not hours.
+
+A chained call whose argument comes out of an earlier result is preceded by one line that names the
+record it came from as the question names it ("Dock has room_id rm-104."): a small model copies an
+id from a list far better when the name it matched sits right before the id it must write.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError
 from ajet.generate import phrasing
+from ajet.generate.result_data import structured
 from ajet.judge.numbers import numbers_in
 from ajet.judge.tool_reference import states_value
 from ajet.workflow import Task
@@ -33,14 +39,57 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[d
     """The episode's messages, shaped as the mcp_agent workflow records them."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt},
                                       {"role": "user", "content": task.query}]
-    for i, gold in enumerate(task.metadata["gold"]):
+    golds = task.metadata["gold"]
+    for i, gold in enumerate(golds):
         call_id = f"call_{i}"
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{
+        note = link_note(task.query, gold.get("arguments") or {}, [structured(g["content"]) for g in golds[:i]])
+        messages.append({"role": "assistant", "content": note, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})
         messages.append({"role": "tool", "tool_call_id": call_id, "content": gold["content"]})
     messages.append({"role": "assistant", "content": final_sentence})
     return messages
+
+
+def link_note(query: str, arguments: dict[str, Any], earlier: list[Any]) -> str:
+    """For each argument the user could not have given (its value is not in `query`) that sits in one
+    record of an `earlier` result beside a text the question names: "<that text> has <key> <value>.";
+    "" when no argument is passed on that way, or the record it came from is not named."""
+    notes = []
+    for value in arguments.values():
+        if isinstance(value, (dict, list, bool)) or value is None or _names(query, str(value)):
+            continue
+        named = {(mention, key) for data in earlier for record in _records(data)
+                 for key, held in record.items() if held == value
+                 for mention in [_mention(query, record, arguments)] if mention}
+        if len(named) == 1:
+            mention, key = named.pop()
+            notes.append(f"{mention} has {key} {value}.")
+    return " ".join(notes)
+
+
+def _records(data: Any, depth: int = 6) -> list[dict[str, Any]]:
+    """Every dict inside `data` (the result itself when it is one)."""
+    if depth < 0:
+        return []
+    if isinstance(data, dict):
+        return [data] + [r for v in data.values() for r in _records(v, depth - 1)]
+    if isinstance(data, list):
+        return [r for v in data[:200] for r in _records(v, depth - 1)]
+    return []
+
+
+def _mention(query: str, record: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """The longest text of `record` that `query` names and the call does not send itself."""
+    sent = {str(v).casefold() for v in arguments.values()}
+    texts = [v for v in record.values() if isinstance(v, str) and re.search(r"[^\W\d_]", v)
+             and v.casefold() not in sent and _names(query, v)]
+    return max(texts, key=len, default="")
+
+
+def _names(query: str, text: str) -> bool:
+    """Whether `query` holds `text` as whole words, in any case."""
+    return len(text) >= 2 and re.search(rf"(?<!\w){re.escape(text)}(?!\w)", query, re.IGNORECASE) is not None
 
 
 async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: bool, counts: Counter) -> str:
