@@ -9,7 +9,9 @@ sampled, so thousands of verified rows take minutes, not hours.
 
 A chained call whose argument comes out of an earlier result is preceded by one line that names the
 record it came from as the question names it ("Dock has room_id rm-104."): a small model copies an
-id from a list far better when the name it matched sits right before the id it must write.
+id from a list far better when the name it matched sits right before the id it must write. A value
+longer than `LINKED_VALUE_CHARS` (a commit hash) gets no line: written twice it would cost more tokens
+than a turn may have.
 """
 
 from __future__ import annotations
@@ -51,13 +53,17 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[d
     return messages
 
 
+LINKED_VALUE_CHARS = 24
+
+
 def link_note(query: str, arguments: dict[str, Any], earlier: list[Any]) -> str:
     """For each argument the user could not have given (its value is not in `query`) that sits in one
     record of an `earlier` result beside a text the question names: "<that text> has <key> <value>.";
     "" when no argument is passed on that way, or the record it came from is not named."""
     notes = []
     for value in arguments.values():
-        if isinstance(value, (dict, list, bool)) or value is None or _names(query, str(value)):
+        if (isinstance(value, (dict, list, bool)) or value is None or len(str(value)) > LINKED_VALUE_CHARS
+                or _names(query, str(value))):
             continue
         named = {(mention, key) for data in earlier for record in _records(data)
                  for key, held in record.items() if held == value

@@ -428,6 +428,9 @@ def test_a_chained_call_is_preceded_by_the_record_the_question_named():
     # the same value in two named records is ambiguous: no line
     twins = [{"id": "x-1", "name": "Dock"}, {"id": "x-1", "name": "Anchor"}]
     assert link_note("Dock or Anchor?", {"id": "x-1"}, [twins]) == ""
+    # a value too long to write twice in one turn (a commit hash) gets no line
+    long_id = "9d06e1e4611708c41e0a44da2cd592387f3a8ca3"
+    assert link_note("Dock?", {"id": long_id}, [[{"id": long_id, "name": "Dock"}]]) == ""
     # labelled-text results count as records too, once read as data
     assert link_note("When did Fix typo land?", {"rev": "abc123"}, [structured("Commit: abc123\nMessage: Fix typo")]) == \
         "Fix typo has Commit abc123."
