@@ -36,7 +36,7 @@ import fastmcp
 from fastmcp.client.transports import StdioTransport
 
 from ajet.errors import ConfigError
-from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, not_shown, result_error, truncate_text
+from ajet.tool_results import DEFAULT_MAX_RESULT_CHARS, ids_after_names, not_shown, result_error, truncate_text
 
 SERVER_FORMS = ("a Python file defining a fastmcp.FastMCP object (server.py), a command that starts a stdio "
                 "server ('python server.py'), an http(s):// URL, or an MCP config JSON file (mcp_config.json)")
@@ -257,11 +257,13 @@ def _text_of(result: Any) -> tuple[str, int]:
 
 
 async def call_tool(client: fastmcp.Client, name: str, arguments: str | dict | None,
-                    timeout_s: float | None = None, max_chars: int = DEFAULT_MAX_RESULT_CHARS) -> ToolOutcome:
+                    timeout_s: float | None = None, max_chars: int = DEFAULT_MAX_RESULT_CHARS,
+                    reorder_ids: bool = False) -> ToolOutcome:
     """Run one call. Bad JSON, unknown tools, bad arguments, tool errors and calls that take longer
     than `timeout_s` come back as an outcome with `error` set (content "Error: ..."), never raise;
     so do error-shaped results (content as the tool wrote it). Content longer than `max_chars` is
-    cut (`truncated`); so is the recorded result, which is then the text the model saw."""
+    cut (`truncated`); so is the recorded result, which is then the text the model saw. With
+    `reorder_ids`, a JSON result's records show their ids after their names (`ids_after_names`)."""
     try:
         args = parse_arguments(arguments)
     except ValueError as exc:
@@ -275,6 +277,8 @@ async def call_tool(client: fastmcp.Client, name: str, arguments: str | dict | N
         message, _ = truncate_text(f"{type(exc).__name__}: {exc}", max_chars)
         return ToolOutcome(name, args, content=f"Error: {message}", error=message)
     text, placeholders = _text_of(raw)
+    if reorder_ids and not raw.is_error:
+        text = ids_after_names(text)
     shown, truncated = truncate_text(text, max_chars)
     if raw.is_error:
         message = shown.strip() or "the tool reported an error with no message"

@@ -12,11 +12,18 @@ the MCP server flagged `isError`), or when its result is error-shaped:
 
 Anything else is a result, including `[]`, `{}`, `0` and `{"error": null, ...}`: an empty list is a
 legitimate answer ("no orders"), and an `error` field that is null says there was none.
+
+`ids_after_names` rewrites a JSON result so that each record's id fields (`id`, `room_id`, `roomId`)
+come right after its first text field (`{"name": "Dock", "room_id": "rm-104", ...}`): the same data,
+in the order a small model can copy from. It reads forward: after the name it matched, the next
+tokens are the id it must send on. Servers mostly write the id first, where the model would have to
+look back, and a 135M model then sends the first id of the list instead.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,3 +85,45 @@ def not_shown(kind: str, size: int | None, unit: str = "bytes") -> str:
     `[image/png result: 12,345 bytes, not shown]`."""
     amount = f": {size:,} {unit}" if size is not None else ""
     return f"[{kind} result{amount}, not shown]"
+
+
+_ID_KEY = re.compile(r"(?:.+[_\s-])?(?:id|Id|ID)|.*[a-z]I[dD]")  # id, room_id, Room ID, roomId
+
+
+def ids_after_names(text: str) -> str:
+    """`text` with every record's id fields moved right after its first text field, when `text` is
+    JSON (laid out as it was: compact, spaced or indented); any other text as it is."""
+    stripped = text.strip()
+    if not stripped[:1] in ("{", "["):
+        return text
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return text
+    moved = _ids_after_names(data)
+    if moved == data and json.dumps(moved) == json.dumps(data):
+        return text
+    ascii_only = "\\u" in stripped
+    for layout in ({"separators": (",", ":")}, {}, {"indent": 2}):
+        if json.dumps(data, ensure_ascii=ascii_only, **layout) == stripped:
+            return json.dumps(moved, ensure_ascii=ascii_only, **layout)
+    spaced = re.search(r'":\s', stripped) is not None
+    return json.dumps(moved, ensure_ascii=ascii_only, **({} if spaced else {"separators": (",", ":")}))
+
+
+def _ids_after_names(data: Any) -> Any:
+    if isinstance(data, list):
+        return [_ids_after_names(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    items = {key: _ids_after_names(value) for key, value in data.items()}
+    ids = [k for k, v in items.items() if _ID_KEY.fullmatch(str(k)) and isinstance(v, (str, int))
+           and not isinstance(v, bool)]
+    name = next((k for k, v in items.items() if k not in ids and isinstance(v, str)
+                 and re.search(r"[^\W\d_]", v)), None)
+    if not ids or name is None:
+        return items
+    order = [k for k in items if k not in ids]
+    at = order.index(name) + 1
+    order[at:at] = ids
+    return {k: items[k] for k in order}

@@ -8,10 +8,12 @@ The teacher writes that sentence (checked to state the value; a template otherwi
 sampled, so thousands of verified rows take minutes, not hours.
 
 A chained call whose argument comes out of an earlier result is preceded by one line that names the
-record it came from as the question names it ("Dock has room_id rm-104."): a small model copies an
-id from a list far better when the name it matched sits right before the id it must write. A value
-longer than `LINKED_VALUE_CHARS` (a commit hash) gets no line: written twice it would cost more tokens
-than a turn may have.
+record it came from as the question names it: the result's own words when the name and the id stand
+side by side there (`"name":"Dock","room_id":"rm-104"`, as `workflow_args.ids_after_names` lays
+results out), else "Dock has room_id rm-104.". A small model copies an id from a list far better
+when the name it matched sits right before the id it must write. A value longer than
+`LINKED_VALUE_CHARS` (a commit hash) gets no line: written twice it would cost more tokens than a
+turn may have.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[d
     golds = task.metadata["gold"]
     for i, gold in enumerate(golds):
         call_id = f"call_{i}"
-        note = link_note(task.query, gold.get("arguments") or {}, [structured(g["content"]) for g in golds[:i]])
+        note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]])
         messages.append({"role": "assistant", "content": note, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})
@@ -56,22 +58,32 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[d
 LINKED_VALUE_CHARS = 24
 
 
-def link_note(query: str, arguments: dict[str, Any], earlier: list[Any]) -> str:
+def link_note(query: str, arguments: dict[str, Any], earlier: list[str]) -> str:
     """For each argument the user could not have given (its value is not in `query`) that sits in one
-    record of an `earlier` result beside a text the question names: "<that text> has <key> <value>.";
+    record of an `earlier` result (their texts) beside a text the question names: that text and the
+    value, as the result writes them when they stand side by side, else "<text> has <key> <value>.";
     "" when no argument is passed on that way, or the record it came from is not named."""
     notes = []
     for value in arguments.values():
         if (isinstance(value, (dict, list, bool)) or value is None or len(str(value)) > LINKED_VALUE_CHARS
                 or _names(query, str(value))):
             continue
-        named = {(mention, key) for data in earlier for record in _records(data)
+        named = {(mention, key, content) for content in earlier for record in _records(structured(content))
                  for key, held in record.items() if held == value
                  for mention in [_mention(query, record, arguments)] if mention}
-        if len(named) == 1:
-            mention, key = named.pop()
-            notes.append(f"{mention} has {key} {value}.")
+        if len({(mention, key) for mention, key, _ in named}) == 1:
+            (name_key, name), key, content = named.pop()
+            notes.append(_side_by_side(content, (name_key, name), (key, value)) or f"{name} has {key} {value}.")
     return " ".join(notes)
+
+
+def _side_by_side(content: str, *pairs: tuple[str, Any]) -> str:
+    """The JSON text of `pairs` as it stands in `content` (compact or spaced), or ""."""
+    for comma, colon in ((",", ":"), (", ", ": ")):
+        text = comma.join(json.dumps(k, ensure_ascii=False) + colon + json.dumps(v, ensure_ascii=False) for k, v in pairs)
+        if text in content:
+            return text
+    return ""
 
 
 def _records(data: Any, depth: int = 6) -> list[dict[str, Any]]:
@@ -85,12 +97,12 @@ def _records(data: Any, depth: int = 6) -> list[dict[str, Any]]:
     return []
 
 
-def _mention(query: str, record: dict[str, Any], arguments: dict[str, Any]) -> str:
-    """The longest text of `record` that `query` names and the call does not send itself."""
+def _mention(query: str, record: dict[str, Any], arguments: dict[str, Any]) -> tuple[str, str] | None:
+    """The key and longest text of `record` that `query` names and the call does not send itself."""
     sent = {str(v).casefold() for v in arguments.values()}
-    texts = [v for v in record.values() if isinstance(v, str) and re.search(r"[^\W\d_]", v)
+    texts = [(k, v) for k, v in record.items() if isinstance(v, str) and re.search(r"[^\W\d_]", v)
              and v.casefold() not in sent and _names(query, v)]
-    return max(texts, key=len, default="")
+    return max(texts, key=lambda kv: len(kv[1]), default=None)
 
 
 def _names(query: str, text: str) -> bool:

@@ -129,6 +129,7 @@ class Explorer(CallPlanner, VariedCalls):
         wargs = cfg.workflow_args
         self.timeout_s = self.opts.call_timeout_s or float(wargs.get("tool_timeout_s") or 30.0)
         self.max_chars = int(wargs.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS)
+        self.reorder_ids = bool(wargs.get("ids_after_names"))
         prompt = str(wargs.get("system_prompt") or "")
         self.starved: set[tuple[str, str]] = set()  # string arguments nothing but a last resort gives a value
         self.guessed: dict[tuple[str, str], set[str]] = defaultdict(set)  # values a starved one got by its key
@@ -198,7 +199,8 @@ class Explorer(CallPlanner, VariedCalls):
         self.report.calls += 1
         for arg, value in arguments.items():
             self.used[(tool.name, arg)].add(value_key(value))
-        outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+        outcome = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars,
+                                  reorder_ids=self.reorder_ids)
         if outcome.error is None and not probed and says_nothing(outcome.result, arguments) \
                 and (seeking or not self._validated(tool, arguments, origin, outcome.result)):
             outcome.error = _SAYS_NOTHING  # ran, but no reference: an empty list, the arguments echoed back
@@ -206,7 +208,8 @@ class Explorer(CallPlanner, VariedCalls):
             # the same call again: what changed between the two is never an answer nor passed on; read
             # until something changes or `_READINGS` agree (a random tip of six repeats one time in six)
             for _ in range(_READINGS - 1):
-                again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s, max_chars=self.max_chars)
+                again = await call_tool(client, tool.name, arguments, timeout_s=self.timeout_s,
+                                        max_chars=self.max_chars, reorder_ids=self.reorder_ids)
                 self.report.rechecks += 1
                 if again.error is not None or changed_paths(outcome.result, again.result):
                     break

@@ -68,6 +68,11 @@ class McpAgentArgs(BaseModel):
         DEFAULT_MAX_RESULT_CHARS, ge=100, description="A tool result longer than this (characters) is cut to "
         "its first max_result_chars, marked '... [truncated: N characters, showing the first M]', and counted "
         "in metrics.tool_results_truncated; a huge result would otherwise overflow the next LLM call.")
+    ids_after_names: bool = Field(
+        False, description="Show each record of a JSON result with its id fields right after its first text "
+        "field ({\"name\": \"Dock\", \"room_id\": \"rm-104\"}): the same data, in the order a small model "
+        "copies an id from (ajet.tool_results.ids_after_names). `ajet generate explore` reads it too, so "
+        "demonstrations show results as the agent will.")
     tool_retrieval: ToolRetrievalArgs | None = Field(
         None, description="{top_k, retriever}: offer the model only the top_k tools for the task's query "
         "(docs/retrieval.md). None: every tool.")
@@ -127,7 +132,7 @@ class McpAgent(Workflow):
                     break
                 for call in message.tool_calls:
                     outcome = await call_tool(mcp, call.function.name, call.function.arguments, args.tool_timeout_s,
-                                              args.max_result_chars)
+                                              args.max_result_chars, args.ids_after_names)
                     records.append(outcome.record())
                     truncated += outcome.truncated
                     not_shown += outcome.not_shown > 0

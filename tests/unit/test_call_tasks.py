@@ -414,28 +414,31 @@ def test_refusals_are_spread_through_the_plan_and_none_is_lost_when_they_outnumb
 
 
 def test_a_chained_call_is_preceded_by_the_record_the_question_named():
-    """The id passed from a list is written beside the name the question used, just before the call."""
+    """The id passed from a list is written beside the name the question used, just before the call:
+    in the result's own words where they stand side by side there (ids after names), else a sentence."""
     from ajet.generate.constructed import demo_messages, link_note
-    from ajet.generate.result_data import structured
+    from ajet.tool_results import ids_after_names
 
-    rooms = {"rooms": [{"room_id": "rm-101", "name": "Anchor"}, {"room_id": "rm-104", "name": "Dock"},
-                       {"room_id": "rm-203", "name": "Harbor View"}]}
+    rooms = json.dumps({"rooms": [{"room_id": "rm-101", "name": "Anchor"}, {"room_id": "rm-104", "name": "Dock"},
+                                  {"room_id": "rm-203", "name": "Harbor View"}]})
     query = "Who booked harbor view on 2025-09-10?"
-    assert link_note(query, {"room_id": "rm-203", "date": "2025-09-10"}, [rooms]) == "Harbor View has room_id rm-203."
+    call = {"room_id": "rm-203", "date": "2025-09-10"}
+    assert link_note(query, call, [rooms]) == "Harbor View has room_id rm-203."
+    assert link_note(query, call, [ids_after_names(rooms)]) == '"name": "Harbor View", "room_id": "rm-203"'
     # a value the user gave is not passed on; a record the question does not name is not guessed
     assert link_note("Who booked rm-203?", {"room_id": "rm-203"}, [rooms]) == ""
     assert link_note("Who booked the biggest room?", {"room_id": "rm-203"}, [rooms]) == ""
     # the same value in two named records is ambiguous: no line
-    twins = [{"id": "x-1", "name": "Dock"}, {"id": "x-1", "name": "Anchor"}]
+    twins = json.dumps([{"id": "x-1", "name": "Dock"}, {"id": "x-1", "name": "Anchor"}])
     assert link_note("Dock or Anchor?", {"id": "x-1"}, [twins]) == ""
     # a value too long to write twice in one turn (a commit hash) gets no line
     long_id = "9d06e1e4611708c41e0a44da2cd592387f3a8ca3"
-    assert link_note("Dock?", {"id": long_id}, [[{"id": long_id, "name": "Dock"}]]) == ""
-    # labelled-text results count as records too, once read as data
-    assert link_note("When did Fix typo land?", {"rev": "abc123"}, [structured("Commit: abc123\nMessage: Fix typo")]) == \
+    assert link_note("Dock?", {"id": long_id}, [json.dumps([{"id": long_id, "name": "Dock"}])]) == ""
+    # labelled-text results count as records too
+    assert link_note("When did Fix typo land?", {"rev": "abc123"}, ["Commit: abc123\nMessage: Fix typo"]) == \
         "Fix typo has Commit abc123."
     task = Task(task_id="t", query=query, answer={"calls": [], "final": "Ada"}, metadata={"gold": [
-        {"name": "list_rooms", "arguments": {}, "content": json.dumps(rooms)},
-        {"name": "get_bookings", "arguments": {"room_id": "rm-203", "date": "2025-09-10"}, "content": "{}"}]})
+        {"name": "list_rooms", "arguments": {}, "content": rooms},
+        {"name": "get_bookings", "arguments": call, "content": "{}"}]})
     assistant = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.") if m["role"] == "assistant"]
     assert assistant == ["", "Harbor View has room_id rm-203.", "Ada booked it."]

@@ -152,6 +152,22 @@ async def test_huge_image_and_error_shaped_results(llm):
     assert len(json.dumps(llm.requests[1]).encode()) < 20_000  # not the 5 MB the tool returned
 
 
+async def test_ids_after_names_shows_each_record_name_first_and_keeps_the_data(llm):
+    script = [{"content": "", "tool_calls": [("list_customers", "{}")]}, {"content": "Ada is C-17."}]
+    shown = []
+    for reorder in (False, True):
+        llm.script = list(script)
+        out = await agent(server="shop_server.py", ids_after_names=reorder).execute(
+            Task(task_id="t", query="Ada's id?"), tuner(llm))
+        shown.append(next(m["content"] for m in out.messages if m["role"] == "tool"))
+        assert out.tool_calls[0]["result"] == [{"id": "C-17", "name": "Ada Lovelace"}, {"id": "C-42", "name": "Grace Hopper"}]
+    as_served, reordered = shown
+    assert [list(r) for r in json.loads(as_served)] == [["id", "name"]] * 2
+    assert [list(r) for r in json.loads(reordered)] == [["name", "id"]] * 2
+    assert json.loads(reordered) == json.loads(as_served) and " " not in as_served.replace("Ada L", "").replace("Grace H", "")
+    assert len(reordered) == len(as_served)  # laid out as served (compact)
+
+
 async def test_audio_and_binary_resources_become_placeholders(llm):
     llm.script = [{"content": "", "tool_calls": [("voice_note", "{}"), ("manual_pdf", "{}")]}, {"content": "ok"}]
     out = await agent(server="odd_results_server.py").execute(Task(task_id="t", query="q"), tuner(llm))

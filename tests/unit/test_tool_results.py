@@ -3,11 +3,13 @@ to show is cut; and that the judges and the demos filter read that definition.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ajet.judge.base import Judge, Reward
 from ajet.judge.grounded import GroundedJudge
-from ajet.tool_results import not_shown, record_error, result_error, truncate_text
+from ajet.tool_results import ids_after_names, not_shown, record_error, result_error, truncate_text
 from ajet.workflow import Task, WorkflowOutput
 
 
@@ -82,3 +84,22 @@ async def test_demos_filter_drops_error_shaped_results():
     good = WorkflowOutput(answer="There are 17 units.", metadata={"stop_reason": "answered"},
                           tool_calls=[{"name": "stock", "arguments": {"sku": "A-10"}, "result": {"units": 17}}])
     assert (await keep.score(task, good)).is_success is True
+
+
+@pytest.mark.parametrize("text, shown", [
+    # each record's ids move right after its first text field; the layout stays as the server wrote it
+    ('{"rooms":[{"room_id":"rm-101","name":"Anchor","floor":1},{"room_id":"rm-104","name":"Dock","floor":1}]}',
+     '{"rooms":[{"name":"Anchor","room_id":"rm-101","floor":1},{"name":"Dock","room_id":"rm-104","floor":1}]}'),
+    ('[{"id": 7, "roomId": "r-2", "label": "A", "n": 2}]', '[{"label": "A", "id": 7, "roomId": "r-2", "n": 2}]'),
+    ('{\n  "ID": "x-1",\n  "title": "Caf\\u00e9"\n}', '{\n  "title": "Caf\\u00e9",\n  "ID": "x-1"\n}'),
+    # nothing to move: no id key ('paid' is not one), no text with a letter (a date), not JSON, a cut text
+    ('{"paid":"yes","name":"a"}', '{"paid":"yes","name":"a"}'),
+    ('{"room_id":"rm-1","date":"2025-09-10","free":[]}', '{"room_id":"rm-1","date":"2025-09-10","free":[]}'),
+    ('{"id": true, "name": "a"}', '{"id": true, "name": "a"}'),
+    ("Commit: abc123\nMessage: Fix typo", "Commit: abc123\nMessage: Fix typo"),
+    ('{"id":"a-1","name":"x"', '{"id":"a-1","name":"x"'),
+])
+def test_ids_after_names_keeps_the_data_and_layout(text, shown):
+    assert ids_after_names(text) == shown
+    if shown.startswith(("{", "[")) and shown.endswith(("}", "]")):
+        assert json.loads(shown) == json.loads(text)
