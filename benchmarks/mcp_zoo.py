@@ -111,11 +111,18 @@ def kept_tools(calls: Path) -> set[str]:
     return {json.loads(line).get("tool") for line in calls.read_text().splitlines() if line.strip()}
 
 
-def val_success(name: str, model: Path | None, log: Path, limit: int | None) -> float:
-    """`ajet eval` on the server's val config (the base model when `model` is None); its success rate."""
+def agent_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that change the agent itself (`workflow_args.*`): the val run must use the agent
+    that was trained, while the training recipe's keys (sft.epochs, ...) are no business of eval."""
+    return [o for o in overrides if o.lstrip("+~").startswith("workflow_args.")]
+
+
+def val_success(name: str, model: Path | None, log: Path, limit: int | None, overrides: list[str]) -> float:
+    """`ajet eval` on the server's val config (the base model when `model` is None) with the agent's
+    `overrides`; its success rate."""
     rebuild_fixtures(name)
     out = log.parent / f"eval-{log.stem}"
-    args = ["ajet", "eval", "--conf", str(zoo.yaml_path(name)), f"output_dir={out}"]
+    args = ["ajet", "eval", "--conf", str(zoo.yaml_path(name)), f"output_dir={out}", *agent_overrides(overrides)]
     if model is not None:
         args[2:2] = ["--model", str(model)]
     if limit:
@@ -162,13 +169,13 @@ def pipeline(name: str, n: int, overrides: list[str], root: Path, val_limit: int
         train += [f"task_reader.train={out / 'rl_tasks.jsonl'}", "algorithm=[sft,grpo]"]
     seconds["train"] = run(train, out / "train.log")
     t0 = time.time()
-    base = val_success(name, None, out / "eval_base.log", val_limit)
+    base = val_success(name, None, out / "eval_base.log", val_limit, overrides)
     sft_model = sft_checkpoint(out / "run") if rl else out / "run"
-    trained = val_success(name, sft_model, out / "eval_trained.log", val_limit)
+    trained = val_success(name, sft_model, out / "eval_trained.log", val_limit, overrides)
     seconds["eval"] = time.time() - t0
     figures = {}
     if rl:  # the tutorial ships SFT; what GRPO adds is measured from the same run, past its SFT checkpoint
-        figures["rl_success"] = val_success(name, out / "run", out / "eval_rl.log", val_limit)
+        figures["rl_success"] = val_success(name, out / "run", out / "eval_rl.log", val_limit, overrides)
     kept = kept_tools(out / "calls.jsonl") & set(tools)
     return {"server": name, "tools": len(tools), "tools_kept": len(kept),
             "tools_without_kept_call": sorted(set(tools) - kept), "calls": rows(out / "calls.jsonl"),

@@ -184,3 +184,26 @@ def test_stopping_the_benchmark_stops_its_stage_and_what_the_stage_started(tmp_p
     while _alive(server_pid) and time.time() < deadline:
         time.sleep(0.1)
     assert not _alive(stage_pid) and not _alive(server_pid)
+
+
+def test_the_val_run_uses_the_agent_that_was_trained(tmp_path, monkeypatch):
+    """An override of the agent (workflow_args.*) reaches `ajet eval`; the training recipe's do not."""
+    sys.path.insert(0, str(ZOO.parent))
+    import mcp_zoo
+
+    commands = []
+
+    def run(args, log):
+        commands.append(args)
+        out = Path(next(a for a in args if a.startswith("output_dir=")).split("=", 1)[1])
+        out.mkdir(parents=True)
+        (out / "eval.json").write_text(json.dumps({"success_rate": 0.25}))
+        return 1.0
+
+    monkeypatch.setattr(mcp_zoo, "run", run)
+    overrides = ["sft.epochs=2", "+workflow_args.ids_after_names=true", "workflow_args.max_result_chars=4000"]
+    assert mcp_zoo.val_success("rooms", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides) == 0.25
+    args = commands[0]
+    assert args[:4] == ["ajet", "eval", "--model", str(tmp_path / "model")]
+    assert args[-2:] == ["+workflow_args.ids_after_names=true", "workflow_args.max_result_chars=4000"]
+    assert "sft.epochs=2" not in args
