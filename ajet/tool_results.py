@@ -94,14 +94,14 @@ def ids_after_names(text: str) -> str:
     """`text` with every record's id fields moved right after its first text field, when `text` is
     JSON (laid out as it was: compact, spaced or indented); any other text as it is."""
     stripped = text.strip()
-    if not stripped[:1] in ("{", "["):
+    if stripped[:1] not in ("{", "["):
         return text
     try:
         data = json.loads(stripped)
     except ValueError:
         return text
     moved = _ids_after_names(data)
-    if moved == data and json.dumps(moved) == json.dumps(data):
+    if json.dumps(moved) == json.dumps(data):  # nothing moved: the text exactly as the server wrote it
         return text
     ascii_only = "\\u" in stripped
     for layout in ({"separators": (",", ":")}, {}, {"indent": 2}):
@@ -112,6 +112,7 @@ def ids_after_names(text: str) -> str:
 
 
 def _ids_after_names(data: Any) -> Any:
+    """`data` with its dicts' id keys (str or int values) placed after their first text field."""
     if isinstance(data, list):
         return [_ids_after_names(item) for item in data]
     if not isinstance(data, dict):
