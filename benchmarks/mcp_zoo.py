@@ -192,7 +192,8 @@ def of_recipe(row: dict, n: int, overrides: list[str]) -> bool:
     """Whether a result is of the recipe asked: every val question, `-n` and the key=value overrides
     (a teacher, other epochs) as given; rows of one recipe alone make a table and its means."""
     same_overrides = sorted(row.get("overrides") or []) == sorted(overrides)
-    return not row.get("val_limit") and row.get("n", 180) == n and same_overrides
+    # "withdrawn": the run's recipe was a default that a later commit took back, so it is no recipe now
+    return not row.get("val_limit") and not row.get("withdrawn") and row.get("n", 180) == n and same_overrides
 
 
 def minutes(row: dict) -> str:

@@ -7,7 +7,8 @@ call with the tool message that call really produced, and a final sentence stati
 The teacher writes that sentence (checked to state the value; a template otherwise). No episode is
 sampled, so thousands of verified rows take minutes, not hours.
 
-A chained call whose argument comes out of an earlier result is preceded by one line that names the
+With `workflow_args.ids_after_names` (the layout these lines were measured with; off by default), a
+chained call whose argument comes out of an earlier result is preceded by one line that names the
 record it came from as the question names it: the result's own words when the name and the id stand
 side by side there (`"name":"Dock","room_id":"rm-104"`, as `workflow_args.ids_after_names` lays
 results out), else "Dock has room_id rm-104.". A small model copies an id from a list far better
@@ -39,14 +40,15 @@ def is_constructible(task: Task) -> bool:
             and all(isinstance(g, dict) and "name" in g and "content" in g for g in gold))
 
 
-def demo_messages(task: Task, system_prompt: str, final_sentence: str) -> list[dict[str, Any]]:
-    """The episode's messages, shaped as the mcp_agent workflow records them."""
+def demo_messages(task: Task, system_prompt: str, final_sentence: str, link_lines: bool = False) -> list[dict[str, Any]]:
+    """The episode's messages, shaped as the mcp_agent workflow records them; with `link_lines`, a
+    chained call's turn opens with its `link_note`."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt},
                                       {"role": "user", "content": task.query}]
     golds = task.metadata["gold"]
     for i, gold in enumerate(golds):
         call_id = f"call_{i}"
-        note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]])
+        note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]]) if link_lines else ""
         messages.append({"role": "assistant", "content": note, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})

@@ -222,13 +222,14 @@ async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: b
 
     tools = await server_tools(server_of(cfg), cfg.base_dir)
     system_prompt = cfg.workflow_args.get("system_prompt") or ""
+    link_lines = bool(cfg.workflow_args.get("ids_after_names"))  # measured only with that layout (mcp_pipeline.md)
     queue = list(reversed(tasks))
 
     async def worker() -> None:
         while queue:
             task = queue.pop()
             sentence = await final_sentence(cfg, engine, task, self_served, writer.report.sentences)
-            output = WorkflowOutput(answer=sentence, messages=demo_messages(task, system_prompt, sentence),
+            output = WorkflowOutput(answer=sentence, messages=demo_messages(task, system_prompt, sentence, link_lines),
                                     metadata={"tools": tools})
             writer.kept.write(sft_row(task.task_id, output, writer.fmt))
             writer.report.kept += 1

@@ -440,5 +440,8 @@ def test_a_chained_call_is_preceded_by_the_record_the_question_named():
     task = Task(task_id="t", query=query, answer={"calls": [], "final": "Ada"}, metadata={"gold": [
         {"name": "list_rooms", "arguments": {}, "content": rooms},
         {"name": "get_bookings", "arguments": call, "content": "{}"}]})
-    assistant = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.") if m["role"] == "assistant"]
+    assistant = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.", link_lines=True) if m["role"] == "assistant"]
     assert assistant == ["", "Harbor View has room_id rm-203.", "Ada booked it."]
+    # off by default (the served layout): the turns are the calls alone, as before the lines existed
+    plain = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.") if m["role"] == "assistant"]
+    assert plain == ["", "", "Ada booked it."]

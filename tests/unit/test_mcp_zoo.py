@@ -120,6 +120,7 @@ def test_summary_tables_the_newest_run_of_one_recipe_per_server_and_refuses_a_br
     rows = [result(heldout, 0.5), result(heldout, 0.25, commit="def5678"),  # the newer one counts
             result(heldout, 0.9, overrides=["generate.tasks.phrasing=writer"]),  # another recipe: left out
             result(dev, 0.125, val_limit=4),  # a smoke test: left out
+            result(heldout, 0.1, withdrawn="a default taken back"),  # newest, but no recipe now: left out
             result(dev, 0.75, minutes=None)]
     path = tmp_path / "results.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -129,7 +130,7 @@ def test_summary_tables_the_newest_run_of_one_recipe_per_server_and_refuses_a_br
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "heldout_mean_success=0.250 dev_mean_success=0.750 tools_covered=0.750 minutes=10.0"
     assert any(line.startswith(heldout) and "def5678" in line for line in lines)
-    assert "(2 result(s) of another recipe" in lines[-2]
+    assert "(3 result(s) of another recipe" in lines[-2]
 
     # another recipe's table: its rows alone, the overrides in any order
     rows.append(result(dev, 0.5, n=360, overrides=["sft.epochs=2", "trainer.lr=1e-4"]))
