@@ -72,7 +72,9 @@ class McpAgentArgs(BaseModel):
         False, description="Show each record of a JSON result with its id fields right after its first text "
         "field ({\"name\": \"Dock\", \"room_id\": \"rm-104\"}): the same data, in the order a small model "
         "copies an id from (ajet.tool_results.ids_after_names). `ajet generate explore` reads it too, so "
-        "demonstrations show results as the agent will.")
+        "demonstrations show results as the agent will, and `ajet generate demos` then writes the record's name "
+        "and id before a chained call (docs/mcp_pipeline.md). Off by default: on the zoo it passed ids right, "
+        "answers no better.")
     tool_retrieval: ToolRetrievalArgs | None = Field(
         None, description="{top_k, retriever}: offer the model only the top_k tools for the task's query "
         "(docs/retrieval.md). None: every tool.")
