@@ -76,6 +76,10 @@ class GenerateDemosConfig(_Section):
     final_sentence: Literal["teacher", "template"] = Field(
         "teacher", description="Call-first tasks (built, not sampled): who writes the last sentence stating the "
         "gold value: the teacher (checked to state it, the template when it does not) or the template only.")
+    plan_line: bool = Field(
+        False, description="Call-first tasks: the first assistant turn opens with the tools the episode will call, "
+        "in order ('Plan: list_rooms, then get_bookings.'), so the trained model decides the whole chain while the "
+        "question is the last thing it read, and after a result reads on from its own plan (docs/mcp_pipeline.md).")
     format: Literal["openai", "sharegpt"] = Field(
         "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")

@@ -40,21 +40,29 @@ def is_constructible(task: Task) -> bool:
             and all(isinstance(g, dict) and "name" in g and "content" in g for g in gold))
 
 
-def demo_messages(task: Task, system_prompt: str, final_sentence: str, link_lines: bool = False) -> list[dict[str, Any]]:
+def demo_messages(task: Task, system_prompt: str, final_sentence: str, link_lines: bool = False,
+                  plan_line: bool = False) -> list[dict[str, Any]]:
     """The episode's messages, shaped as the mcp_agent workflow records them; with `link_lines`, a
-    chained call's turn opens with its `link_note`."""
+    chained call's turn opens with its `link_note`; with `plan_line`, the first turn with `plan_note`."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt},
                                       {"role": "user", "content": task.query}]
     golds = task.metadata["gold"]
     for i, gold in enumerate(golds):
         call_id = f"call_{i}"
         note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]]) if link_lines else ""
+        if plan_line and i == 0:
+            note = " ".join(filter(None, [plan_note([g["name"] for g in golds]), note]))
         messages.append({"role": "assistant", "content": note, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})
         messages.append({"role": "tool", "tool_call_id": call_id, "content": gold["content"]})
     messages.append({"role": "assistant", "content": final_sentence})
     return messages
+
+
+def plan_note(tools: list[str]) -> str:
+    """The episode's calls in order, said before the first: 'Plan: list_rooms, then get_bookings.'"""
+    return f"Plan: {', then '.join(tools)}."
 
 
 LINKED_VALUE_CHARS = 24

@@ -445,3 +445,29 @@ def test_a_chained_call_is_preceded_by_the_record_the_question_named():
     # off by default (the served layout): the turns are the calls alone, as before the lines existed
     plain = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.") if m["role"] == "assistant"]
     assert plain == ["", "", "Ada booked it."]
+    # a plan line opens the first turn only, the link line stays with the call it links
+    planned = [m["content"] for m in demo_messages(task, "sys", "Ada booked it.", link_lines=True, plan_line=True)
+               if m["role"] == "assistant"]
+    assert planned == ["Plan: list_rooms, then get_bookings.", "Harbor View has room_id rm-203.", "Ada booked it."]
+
+
+async def test_plan_lines_name_each_demo_call_in_order_and_the_rows_still_score_perfectly(bank, tmp_path, tiny_tokenizer):
+    calls, _ = bank
+    tasks, out = tmp_path / "tasks.jsonl", tmp_path / "sft.jsonl"
+    cfg = load_config(PIPELINE_YAML, ["generate.tasks.phrasing=template", "generate.tasks.round_trip=false",
+                                      "generate.demos.final_sentence=template", "generate.demos.plan_line=true"])
+    await generate_call_tasks(cfg, calls, 8, tasks)
+    await generate_demos(cfg, tasks, out)
+    rows, task_rows = read_rows(out), {t["task_id"]: t for t in read_rows(tasks)}
+    assert len(rows) == 8 and any(len(task_rows[r["task_id"]]["metadata"]["gold"]) > 1 for r in rows)
+    judge = ToolReferenceJudge()
+    for row in rows:
+        task = task_rows[row["task_id"]]
+        turns = [m for m in row["messages"] if m["role"] == "assistant"]
+        names = [g["name"] for g in task["metadata"]["gold"]]
+        assert turns[0]["content"] == f"Plan: {', then '.join(names)}." and all(not t["content"] for t in turns[1:-1])
+        output = WorkflowOutput(answer=turns[-1]["content"], messages=row["messages"])
+        reward = await judge.score(Task(task_id=task["task_id"], query=task["query"], answer=task["answer"]), output)
+        assert reward.is_success
+    samples, load = load_sft_samples(out, ChatRenderer(tiny_tokenizer))
+    assert len(samples) == 8 and not load.skipped
