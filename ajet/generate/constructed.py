@@ -14,7 +14,8 @@ side by side there (`"name":"Dock","room_id":"rm-104"`, as `workflow_args.ids_af
 results out), else "Dock has room_id rm-104.". A small model copies an id from a list far better
 when the name it matched sits right before the id it must write. A value longer than
 `LINKED_VALUE_CHARS` (a commit hash) gets no line: written twice it would cost more tokens than a
-turn may have.
+turn may have. With `generate.demos.plan_line` (off by default), the first turn opens with the tools
+the episode calls, in order (`plan_note`).
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def demo_messages(task: Task, system_prompt: str, final_sentence: str, link_line
     golds = task.metadata["gold"]
     for i, gold in enumerate(golds):
         call_id = f"call_{i}"
-        note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]]) if link_lines else ""
+        note = ""  # the first call has no earlier result to link from: only a plan opens it
         if plan_line and i == 0:
-            note = " ".join(filter(None, [plan_note([g["name"] for g in golds]), note]))
+            note = plan_note([g["name"] for g in golds])
+        elif link_lines:
+            note = link_note(task.query, gold.get("arguments") or {}, [g["content"] for g in golds[:i]])
         messages.append({"role": "assistant", "content": note, "tool_calls": [{
             "id": call_id, "type": "function",
             "function": {"name": gold["name"], "arguments": json.dumps(gold.get("arguments") or {}, ensure_ascii=False)}}]})
