@@ -79,8 +79,8 @@ class GenerateDemosConfig(_Section):
     plan_line: bool = Field(
         False, description="Call-first tasks: the first assistant turn opens with the tools the episode will call, "
         "in order ('Plan: list_rooms, then get_bookings.'), so the trained model decides the whole chain while the "
-        "question is the last thing it read, and after a result reads on from its own plan. Off by default: on the zoo it "
-        "raised weather 0.156 -> 0.281 but not the held-out servers (docs/mcp_pipeline.md).")
+        "question is the last thing it read, and after a result reads on from its own plan. Off by default: on the "
+        "zoo it raised weather 0.156 -> 0.281 but not the held-out servers (docs/mcp_pipeline.md).")
     format: Literal["openai", "sharegpt"] = Field(
         "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")

@@ -230,8 +230,7 @@ async def _build(cfg: AjetConfig, tasks: list[Task], engine: Any, self_served: b
             task = queue.pop()
             sentence = await final_sentence(cfg, engine, task, self_served, writer.report.sentences)
             messages = demo_messages(task, system_prompt, sentence, link_lines, cfg.generate.demos.plan_line)
-            output = WorkflowOutput(answer=sentence, messages=messages,
-                                    metadata={"tools": tools})
+            output = WorkflowOutput(answer=sentence, messages=messages, metadata={"tools": tools})
             writer.kept.write(sft_row(task.task_id, output, writer.fmt))
             writer.report.kept += 1
             writer.report.built += 1
