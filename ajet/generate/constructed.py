@@ -76,14 +76,16 @@ def link_note(query: str, arguments: dict[str, Any], earlier: list[str]) -> str:
     record of an `earlier` result (their texts) beside a text the question names: that text and the
     value, as the result writes them when they stand side by side, else "<text> has <key> <value>.";
     "" when no argument is passed on that way, or the record it came from is not named."""
+    # each earlier result parsed, and each record's named text found, once for all the call's arguments
+    named_records = [(content, record, mention) for content in earlier for record in _records(structured(content))
+                     for mention in [_mention(query, record, arguments)] if mention]
     notes = []
     for value in arguments.values():
         if (isinstance(value, (dict, list, bool)) or value is None or len(str(value)) > LINKED_VALUE_CHARS
                 or _names(query, str(value))):
             continue
-        named = {(mention, key, content) for content in earlier for record in _records(structured(content))
-                 for key, held in record.items() if held == value
-                 for mention in [_mention(query, record, arguments)] if mention}
+        named = {(mention, key, content) for content, record, mention in named_records
+                 for key, held in record.items() if held == value}
         if len({(mention, key) for mention, key, _ in named}) == 1:
             (name_key, name), key, content = named.pop()
             notes.append(_side_by_side(content, (name_key, name), (key, value)) or f"{name} has {key} {value}.")
