@@ -81,6 +81,11 @@ class GenerateDemosConfig(_Section):
         "in order ('Plan: list_rooms, then get_bookings.'), so the trained model decides the whole chain while the "
         "question is the last thing it read, and after a result reads on from its own plan. Off by default: on the "
         "zoo it raised weather 0.156 -> 0.281 but not the held-out servers (docs/mcp_pipeline.md).")
+    name_record: bool = Field(
+        False, description="Call-first tasks: when the answer is read from one record of a list and the question "
+        "names that record ('the capacity of Keel'), the template sentence names it too ('The capacity for Keel is "
+        "8.') in place of the call's arguments, so the trained model writes the name it must find before the value "
+        "it reads beside it.")
     format: Literal["openai", "sharegpt"] = Field(
         "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")

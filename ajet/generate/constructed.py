@@ -134,7 +134,9 @@ async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: 
     if task.metadata.get("refused") is not None:  # the server refused the id: say so, in the server's words
         counts["refusal"] += 1
         return phrasing.refusal_sentence(field_words, value, str(task.metadata["refused"]))
-    fallback = phrasing.template_sentence(field_words, value, task.metadata["gold"][0].get("arguments") or {})
+    record = named_record(task) if cfg.generate.demos.name_record else None
+    mention = dict([record]) if record else task.metadata["gold"][0].get("arguments") or {}
+    fallback = phrasing.template_sentence(field_words, value, mention)
     if engine is None:
         counts["template"] += 1
         return fallback
@@ -163,6 +165,26 @@ async def final_sentence(cfg: AjetConfig, engine: Any, task: Task, self_served: 
         counts[problem] += 1
     counts["template"] += 1
     return fallback
+
+
+def named_record(task: Task) -> tuple[str, str] | None:
+    """The key and text by which the question names the list record that `metadata.target` reads the
+    answer from (in the last gold result), when the call did not send that text itself; None otherwise,
+    or when the text is longer than `LINKED_VALUE_CHARS` (a commit hash costs more to write than it helps)."""
+    target = task.metadata.get("target") or []
+    if len(target) < 2 or type(target[-2]) is not int:  # a field of a record in a list, not of the result
+        return None
+    last = task.metadata["gold"][-1]
+    record: Any = structured(last["content"])
+    for key in target[:-1]:
+        try:
+            record = record[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if not isinstance(record, dict):
+        return None
+    mention = _mention(task.query, record, last.get("arguments") or {})
+    return mention if mention and len(mention[1]) <= LINKED_VALUE_CHARS else None
 
 
 def _states_other_numbers(sentence: str, task: Task) -> bool:
