@@ -19,8 +19,9 @@ ROOMS = json.dumps({"rooms": [{"room_id": "rm-101", "name": "Anchor", "capacity"
 
 
 def _task(query: str, target: list, gold: list[dict], final) -> Task:
-    return Task(task_id="t", query=query, answer={"calls": [{"name": g["name"], "arguments": g["arguments"]} for g in gold],
-                                                  "final": final}, metadata={"gold": gold, "target": target})
+    calls = [{"name": g["name"], "arguments": g["arguments"]} for g in gold]
+    return Task(task_id="t", query=query, answer={"calls": calls, "final": final},
+                metadata={"gold": gold, "target": target})
 
 
 def _list_rooms(query: str, index: int = 2, arguments: dict | None = None) -> Task:
@@ -52,7 +53,8 @@ async def test_no_record_is_named_where_the_question_does_not_name_it_or_the_cal
 
 def test_no_record_is_named_for_a_field_of_the_whole_result_a_count_or_a_text_too_long_to_write_twice():
     booking = json.dumps({"room_id": "rm-104", "name": "Dock", "organizer": "Ada"})
-    whole = _task("Who booked Dock?", ["organizer"], [{"name": "get_booking", "arguments": {}, "content": booking}], "Ada")
+    whole = _task("Who booked Dock?", ["organizer"], [{"name": "get_booking", "arguments": {}, "content": booking}],
+                  "Ada")
     assert named_record(whole) is None
     count = _task("How many rooms are there besides Dock?", ["rooms", "#"],
                   [{"name": "list_rooms", "arguments": {}, "content": ROOMS}], 3)
