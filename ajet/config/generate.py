@@ -86,7 +86,7 @@ class GenerateDemosConfig(_Section):
         "names that record ('the capacity of Keel'), the template sentence names it too ('The capacity for Keel is "
         "8.') in place of the call's arguments, so the trained model writes the name it must find before the value "
         "it reads beside it. Off by default: on the zoo it raised weather 0.156 -> 0.219 and rooms 0.094 -> 0.125, "
-        "not held-out hr (docs/mcp_pipeline.md).")
+        "not held-out hr and helpdesk (docs/mcp_pipeline.md).")
     format: Literal["openai", "sharegpt"] = Field(
         "openai", description="openai: {tools, messages}; sharegpt: {conversations, system, tools} (seed "
         "MCPTrainAgent, LLaMA-Factory). ajet's SFT reads both.")
