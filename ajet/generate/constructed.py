@@ -28,7 +28,7 @@ from typing import Any
 from ajet.config.schema import AjetConfig
 from ajet.errors import AjetError
 from ajet.generate import phrasing
-from ajet.generate.result_data import structured
+from ajet.generate.result_data import structured, value_at
 from ajet.judge.numbers import numbers_in
 from ajet.judge.tool_reference import states_value
 from ajet.workflow import Task
@@ -175,13 +175,8 @@ def named_record(task: Task) -> tuple[str, str] | None:
     if len(target) < 2 or type(target[-2]) is not int:  # a field of a record in a list, not of the result
         return None
     last = task.metadata["gold"][-1]
-    record: Any = structured(last["content"])
-    for key in target[:-1]:
-        try:
-            record = record[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-    if not isinstance(record, dict):
+    record = value_at(structured(last["content"]), target[:-1])
+    if not isinstance(record, dict):  # MISSING too: a path the result does not hold names nothing
         return None
     mention = _mention(task.query, record, last.get("arguments") or {})
     return mention if mention and len(mention[1]) <= LINKED_VALUE_CHARS else None
