@@ -39,6 +39,7 @@ from ajet.config.schema import GrpoConfig, PpoConfig, TrainerConfig
 from ajet.samples import Sample
 from ajet.trainer.batching import BatchPlan, MicroBatch, pack_micro_batches, split_mini_batches
 from ajet.trainer.logprobs import PrefixPass, token_logprobs, token_outputs
+from ajet.trainer.neftune import noisy_embeddings
 from ajet.trainer.optim import apply_update, training_call
 from ajet.trainer.policy import Policy
 from ajet.trainer.trunk import TrunkCache
@@ -108,6 +109,7 @@ def train_step(
     max_length: int | None = None,
     ppo: PpoConfig | None = None,
     ppo_targets: Sequence[PpoTargets] | None = None,
+    neftune_alpha: float = 0.0,
 ) -> dict[str, float]:
     """Run `cfg.updates_per_step` optimizer updates on `samples`; step the scheduler once.
 
@@ -119,12 +121,15 @@ def train_step(
     autocast_dtype: e.g. torch.bfloat16 to run forward/backward under autocast (weights stay as loaded);
     None: `policy.autocast_dtype` (set by load_policy(autocast=...)).
     max_length: cut samples to this many tokens (counted in `truncated`); None keeps them whole.
+    neftune_alpha: SFT only: NEFTune noise on the input embeddings (`ajet.trainer.neftune`); 0: none.
     An update whose loss or gradient is non-finite is skipped (`nonfinite_updates`; `updates` counts
     the applied ones), see `ajet.trainer.optim.apply_update`.
     Returns plain floats: loss, grad_norm, lr, tokens, tokens_per_s, clip_fraction, kl, logprob_gap...
     """
     if algo not in ("grpo", "sft", "ppo"):
         raise ValueError(f"train_step algo must be 'grpo', 'ppo' or 'sft', got {algo!r}")
+    if neftune_alpha and algo != "sft":
+        raise ValueError("neftune_alpha is an SFT setting: RL's logprobs must be those of the policy that sampled")
     if algo == "grpo" and (advantages is None or len(advantages) != len(samples)):
         raise ValueError(f"grpo needs one advantage per sample: {len(samples)} samples, advantages={advantages!r:.60}")
     token_values = None
@@ -149,7 +154,8 @@ def train_step(
     if algo == "ppo":
         params = params + list(policy.value_head.parameters())
     # SFT rows come back every epoch: the frozen layers' output of a row is kept after its first visit
-    trunk = policy.trunk_cache(cfg.trunk_cache_mb) if algo == "sft" else None
+    # (not under NEFTune: each visit's embeddings differ)
+    trunk = policy.trunk_cache(cfg.trunk_cache_mb) if algo == "sft" and not neftune_alpha else None
     with training_call(policy.model, optimizer, scheduler):
         for update, idx in enumerate(split_mini_batches(len(samples), cfg.updates_per_step)):
             plan = pack_micro_batches(
@@ -164,15 +170,17 @@ def train_step(
             if not plan.micro_batches:
                 continue  # nothing trainable in this mini-batch: no update
             micro_batches = [mb.to(policy.device) for mb in plan.micro_batches]
-            prefix = _prefix_pass(policy, micro_batches, autocast_dtype, checkpointed=rl) if trunk is None else None
-            loss = 0.0
-            value_positions = sum(float(mb.token_values["value_mask"].sum()) for mb in micro_batches) if token_values else 0.0
-            for mb in micro_batches:
-                loss += _micro_step(policy, mb, plan, algo, grpo, autocast_dtype, stats,
-                                    measure_gap=measure_gap_first and update == 0, trunk=trunk, prefix=prefix,
-                                    ppo=ppo, value_positions=value_positions)
-            if prefix is not None:
-                prefix.backward()
+            longest = max(max(mb.lengths) for mb in micro_batches)
+            with noisy_embeddings(policy.model, neftune_alpha, longest):
+                prefix = _prefix_pass(policy, micro_batches, autocast_dtype, checkpointed=rl) if trunk is None else None
+                loss = 0.0
+                value_positions = sum(float(mb.token_values["value_mask"].sum()) for mb in micro_batches) if token_values else 0.0
+                for mb in micro_batches:
+                    loss += _micro_step(policy, mb, plan, algo, grpo, autocast_dtype, stats,
+                                        measure_gap=measure_gap_first and update == 0, trunk=trunk, prefix=prefix,
+                                        ppo=ppo, value_positions=value_positions)
+                if prefix is not None:
+                    prefix.backward()
             norm, applied = apply_update(optimizer, params, cfg.grad_clip, loss)
             stats.losses.append(loss)
             stats.grad_norms.append(norm)

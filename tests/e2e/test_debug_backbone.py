@@ -67,6 +67,17 @@ def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
         run(load_config(TOOL_YAML, overrides))
 
 
+def test_sft_neftune_alpha_reaches_the_sft_updates(tmp_path):
+    """The same first SFT step with and without NEFTune: same data and seed, so only the noise differs."""
+    losses = {}
+    for alpha in (0, 500):
+        cfg = load_config(TOOL_YAML, FAST + [f"output_dir={tmp_path / str(alpha)}", "algorithm=sft", "sft.epochs=0.1",
+                                             f"sft.neftune_alpha={alpha}"])
+        run(cfg)
+        losses[alpha] = metrics(tmp_path / str(alpha))[0]["loss"]
+    assert losses[0] > 0 and losses[500] != pytest.approx(losses[0], rel=1e-4)
+
+
 def _ajet(args: list[str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ajet.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, **kwargs)

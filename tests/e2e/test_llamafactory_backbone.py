@@ -35,7 +35,8 @@ def lf_config(run_dir: Path, *overrides: str):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("lf") / "run"
-    result = run_backbone(lf_config(run_dir, "algorithm=[sft,dpo]", "trainer.save_every=1"))
+    # sft.neftune_alpha: LLaMA-Factory's own parser must take neftune_noise_alpha
+    result = run_backbone(lf_config(run_dir, "algorithm=[sft,dpo]", "trainer.save_every=1", "sft.neftune_alpha=5"))
     assert result["run_dir"] == str(run_dir) and result["steps"] == 4
     return run_dir
 
@@ -45,6 +46,7 @@ def test_sft_then_dpo_train_two_steps_each_and_record_metrics(trained: Path) -> 
     assert [(r["step"], r["stage"]) for r in rows] == [(1, "sft"), (2, "sft"), (3, "dpo"), (4, "dpo")]
     assert all(r["loss"] > 0 and r["grad_norm"] >= 0 and r["lr"] > 0 for r in rows)
     assert all("reward_margin" in r and "reward_accuracy" in r for r in rows[2:])
+    assert "neftune_noise_alpha: 5.0" in (trained / "llamafactory" / "sft.yaml").read_text()
     # render=ajet (the default): LLaMA-Factory trained on the ids ajet rendered, not its own template's
     for stage in ("sft", "dpo"):
         assert "Loaded tokenized dataset from" in (trained / "llamafactory" / f"{stage}.log").read_text()

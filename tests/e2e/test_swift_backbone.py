@@ -53,6 +53,7 @@ def sft_grpo_run(swift_env: Path, tmp_path_factory: pytest.TempPathFactory) -> t
     """The tutorial's two stages on swift: SFT 2 steps, then GRPO 2 steps with a multi-turn workflow."""
     tmp = tmp_path_factory.mktemp("swift")
     cfg = _cfg(tmp / "run", "algorithm=[sft,grpo]", f"sft.data={_sft_subset(tmp)}", "sft.batch_size=2", "sft.epochs=1",
+               "sft.neftune_alpha=5",  # swift's own parser must take the flag
                f"workflow={HELPERS}:ScriptedToolAgent", "+workflow_args.fail_every=4",
                f"judge.type={HELPERS}:VariedJudge", "~judge.args", "task_reader.limit=2", "rollout.batch_tasks=2",
                "rollout.group_size=2", "rollout.retries=0", "rollout.max_tokens_per_turn=12", "trainer.steps=2", "trainer.save_every=0",
@@ -74,6 +75,8 @@ def test_sft_then_grpo_record_metrics_and_checkpoints(sft_grpo_run) -> None:
     assert (info["backbone"], info["stage"], info["lora"], info["template"]) == ("swift", "grpo", True, "ajet")
     # the GRPO stage continued the SFT adapter
     grpo_args = json.loads((run_dir / "swift" / "grpo" / "args.json").read_text())["args"]
+    sft_args = json.loads((run_dir / "swift" / "sft" / "args.json").read_text())["args"]
+    assert sft_args["neftune_noise_alpha"] == 5.0 and "neftune_noise_alpha" not in grpo_args
     assert grpo_args["adapters"] == [str(run_dir.resolve() / "swift" / "sft" / "output" / "checkpoint-2")]
     # --resume of a finished run: nothing left to train, nothing launched, the same checkpoint
     again = run_backbone(load_config(run_dir / "config.yaml", []), resume=str(run_dir))

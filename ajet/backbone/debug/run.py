@@ -258,7 +258,8 @@ class DebugRun:
         batch = [samples[i] for i in order.take(self.state, self.cfg.sft.batch_size)]
         trainer = self.cfg.trainer.model_copy(update={"updates_per_step": 1})
         self._before_update()
-        stats = train_step(self.policy, self.optimizer, self.scheduler, batch, None, trainer, algo="sft")
+        stats = train_step(self.policy, self.optimizer, self.scheduler, batch, None, trainer, algo="sft",
+                           neftune_alpha=self.cfg.sft.neftune_alpha)
         return _rename(stats, epoch=self.state.epoch)
 
     async def _rollout(self, stack: RolloutStack, n_tasks: int | None = None, round_: int = 0):

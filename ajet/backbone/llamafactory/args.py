@@ -27,7 +27,7 @@ OWNED: dict[str, str] = {
     "weight_decay": "trainer.weight_decay", "max_grad_norm": "trainer.grad_clip", "seed": "trainer.seed",
     "save_steps": "trainer.save_every", "save_strategy": "trainer.save_every",
     "save_total_limit": "trainer.keep_last", "pref_beta": "dpo.beta", "dpo_label_smoothing": "dpo.label_smoothing",
-    "pref_loss": "dpo.loss_type", "simpo_gamma": "dpo.simpo_gamma",
+    "pref_loss": "dpo.loss_type", "simpo_gamma": "dpo.simpo_gamma", "neftune_noise_alpha": "sft.neftune_alpha",
     "use_cpu": "model.device", "bf16": "model.dtype", "fp16": "model.dtype",
     "tokenized_path": "backbone.llamafactory.render",
 }
@@ -126,6 +126,8 @@ def stage_args(cfg: AjetConfig, stage: str, *, model_path: str, dataset_dir: Pat
             args["adapter_name_or_path"] = str(adapter)
     elif adapter is not None:
         args["model_name_or_path"] = str(adapter)  # full fine-tuning: the earlier stage's weights
+    if stage == "sft" and cfg.sft.neftune_alpha:
+        args["neftune_noise_alpha"] = cfg.sft.neftune_alpha
     if stage == "dpo":
         args.update(pref_beta=cfg.dpo.beta, dpo_label_smoothing=cfg.dpo.label_smoothing, pref_loss=cfg.dpo.loss_type)
         if cfg.dpo.loss_type == "simpo":

@@ -44,7 +44,7 @@ _FROM_AJET = {
     "use_vllm": "backbone.swift.use_vllm", "vllm_server_host": "backbone.swift.vllm_server_host",
     "vllm_server_port": "backbone.swift.vllm_server_port", "beta": "grpo.beta / dpo.beta",
     "loss_type": "grpo.loss_agg / dpo.loss_type", "simpo_gamma": "dpo.simpo_gamma",
-    "reference_free": "dpo.reference_free",
+    "reference_free": "dpo.reference_free", "neftune_noise_alpha": "sft.neftune_alpha",
 }
 
 
@@ -199,6 +199,8 @@ def stage_plan(cfg: AjetConfig, stage: str, stage_dir: Path, dataset: Path, star
         args = {**model_args(cfg, start), **common, "num_train_epochs": s.epochs,
                 "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accum,
                 **optimizer_args(cfg, s.lr or cfg.trainer.lr, steps)}
+        if s.neftune_alpha:
+            args["neftune_noise_alpha"] = s.neftune_alpha
         return _finish(StagePlan(stage, "sft", args, stage_dir, steps), cfg, stage)
     if stage == "dpo":
         d = cfg.dpo
