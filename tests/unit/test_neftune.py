@@ -51,7 +51,7 @@ def test_sft_step_trains_on_noisy_embeddings_and_leaves_the_model_clean():
     clean_loss = -sum(sum(s.old_logprobs) for s in samples) / tokens  # the untouched model's mean CE
     cfg = TrainerConfig(lr=1e-3, steps=2)
     opt = build_optimizer(policy.model.parameters(), cfg)
-    # alpha large enough that the tiny model's (width 16) embeddings are visibly perturbed
+    # alpha large enough that the tiny model's (width 64) embeddings are visibly perturbed
     noisy = train_step(policy, opt, build_scheduler(opt, cfg), samples, None, cfg, algo="sft", neftune_alpha=200.0)
     assert noisy["loss"] != pytest.approx(clean_loss, rel=1e-4)
     assert not policy.causal_lm().get_input_embeddings()._forward_hooks  # generation sees clean embeddings
