@@ -46,7 +46,8 @@ def test_noise_is_bounded_and_gone_after_the_block():
 
 def test_sft_step_trains_on_noisy_embeddings_and_leaves_the_model_clean():
     policy = make_policy(lora=False)
-    samples = [completion_sample(policy, PROMPT, " Paris."), completion_sample(policy, "Hi!", " Hello, how can I help?")]
+    samples = [completion_sample(policy, PROMPT, " Paris."),
+               completion_sample(policy, "Hi!", " Hello, how can I help?")]
     tokens = sum(sum(s.loss_mask) for s in samples)
     clean_loss = -sum(sum(s.old_logprobs) for s in samples) / tokens  # the untouched model's mean CE
     cfg = TrainerConfig(lr=1e-3, steps=2)
@@ -76,5 +77,5 @@ def test_backbones_get_neftune_noise_alpha_for_sft_only(tmp_path: Path):
     paths = {"model_path": "/m", "dataset_dir": tmp_path, "output_dir": tmp_path / "o", "adapter": None, "cuda": False}
     assert stage_args(lf, "sft", **paths)["neftune_noise_alpha"] == 5.0
     assert "neftune_noise_alpha" not in stage_args(lf, "dpo", **paths)
-    with pytest.raises(Exception, match="sft.neftune_alpha"):
+    with pytest.raises(ConfigError, match=r"sft.neftune_alpha = -1 \(from the command line\): expected greater than"):
         load_config(TOOL_YAML, ["sft.neftune_alpha=-1"])
