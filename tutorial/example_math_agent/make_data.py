@@ -6,6 +6,8 @@
   "answer": integer, "metadata": {"category", "expression"}}`.
 - `sft.jsonl`: for each of the first 32 train tasks, a demonstration in OpenAI format: a
   `calculator` call on the task's expression, the tool's result, then "The answer is \\boxed{N}.".
+- `heldout.jsonl` (128 more problems, in neither train nor val; drawn after them from the same seeded
+  stream, so the files above are unchanged): what `benchmarks/rl_gain.py --task math_agent` scores.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from math_tools import CALCULATOR_SPEC, SYSTEM_PROMPT, evaluate
 from ajet.jsonl import write_jsonl_files
 
 SEED = 7
-N_TRAIN, N_VAL, N_SFT = 64, 32, 32
+N_TRAIN, N_VAL, N_SFT, N_HELDOUT = 64, 32, 32, 128
 HERE = Path(__file__).resolve().parent
 
 # Each generator draws numbers and returns (query, expression). Answers are whole numbers.
@@ -85,9 +87,10 @@ GENERATORS: dict[str, Generator] = {
 }
 
 
-def make_tasks(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """`n` distinct problems, cycling through the categories so each is equally represented."""
-    tasks, seen = [], set()
+def make_tasks(rng: random.Random, n: int, exclude: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """`n` distinct problems, none asking a query in `exclude`, cycling through the categories so each
+    is equally represented."""
+    tasks, seen = [], set(exclude)
     categories = list(GENERATORS)
     while len(tasks) < n:
         category = categories[len(tasks) % len(categories)]
@@ -123,7 +126,9 @@ def build(out_dir: Path) -> dict[str, int]:
     rng = random.Random(SEED)
     tasks = make_tasks(rng, N_TRAIN + N_VAL)
     rng.shuffle(tasks)
-    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:]}
+    # drawn after the shuffle, so train and val are what they were before held-out tasks existed
+    heldout = make_tasks(rng, N_HELDOUT, exclude=frozenset(t["query"] for t in tasks))
+    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:], "heldout": heldout}
     rows: dict[str, list[dict]] = {}
     for split, items in splits.items():
         rows[split] = [{"task_id": f"math-{split}-{i:03d}", **task} for i, task in enumerate(items)]
