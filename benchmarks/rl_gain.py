@@ -67,6 +67,7 @@ TASKS = {
     "learn_to_ask": "tutorial/example_learn_to_ask",
     "countdown": "tutorial/example_countdown",
     "math_agent": "tutorial/example_math_agent",
+    "function_calling": "tutorial/example_function_calling",
 }
 # --quick: a few steps and evals of a few tasks, to check the path end to end in minutes
 QUICK = {"sft": ["sft.epochs=0.1"], "rl": ["trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"],

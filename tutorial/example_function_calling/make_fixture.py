@@ -6,7 +6,11 @@ generated from the templates below with a fixed seed, so running the script agai
 file byte for byte. Every row lists its target tool(s) among 1-3 distractor tools, and about one row in
 five needs two calls (xLAM's parallel calls). Nothing here comes from BFCL: BFCL is only evaluated on.
 
-    python make_fixture.py [--out xlam_fixture.json] [--rows 240] [--seed 13]
+    python make_fixture.py [--out xlam_fixture.json] [--rows 240] [--seed 13] [--heldout-out heldout.json]
+
+It also writes `heldout.json`: 128 more rows from the same seeded stream, drawn after the fixture's (whose
+bytes do not change) and asking no query the fixture asks, for `benchmarks/rl_gain.py --task
+function_calling`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Nairobi", "Toronto", "Madrid", "Seoul", "Cairo", "Denver", "Hanoi",
@@ -100,11 +105,33 @@ def _tool_spec(name: str) -> dict:
     return {"name": name, "description": description, "parameters": parameters}
 
 
+HELDOUT_ROWS = 128
+
+
 def make_rows(count: int, seed: int) -> list[dict]:
+    """The first `count` rows of the seeded stream."""
+    return list(_stream(seed, count))
+
+
+def heldout_rows(count: int, seed: int, n: int = HELDOUT_ROWS) -> list[dict]:
+    """`n` rows drawn after the first `count`, none asking a query that those ask (numbered on from them)."""
+    stream = _stream(seed)
+    asked = {next(stream)["query"] for _ in range(count)}
+    rows: list[dict] = []
+    for row in stream:
+        if row["query"] not in asked:
+            asked.add(row["query"])
+            rows.append(row)
+            if len(rows) == n:
+                return rows
+    raise AssertionError("unreachable: the stream is endless")
+
+
+def _stream(seed: int, count: int | None = None) -> Iterator[dict]:
     rng = random.Random(seed)
     names = sorted(TOOLS)
-    rows = []
-    for index in range(count):
+    index = 0
+    while count is None or index < count:
         picked = rng.sample(names, 2 if rng.random() < 0.2 else 1)
         queries, calls = [], []
         for name in picked:
@@ -116,8 +143,8 @@ def make_rows(count: int, seed: int) -> list[dict]:
         distractors = rng.sample([n for n in names if n not in picked], rng.randint(1, 3))
         tools = [_tool_spec(n) for n in picked + distractors]
         rng.shuffle(tools)
-        rows.append({"id": index, "query": query, "tools": json.dumps(tools), "answers": json.dumps(calls)})
-    return rows
+        yield {"id": index, "query": query, "tools": json.dumps(tools), "answers": json.dumps(calls)}
+        index += 1
 
 
 def main() -> None:
@@ -125,10 +152,11 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).with_name("xlam_fixture.json")))
     parser.add_argument("--rows", type=int, default=240)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--heldout-out", default=str(Path(__file__).with_name("heldout.json")))
     args = parser.parse_args()
-    rows = make_rows(args.rows, args.seed)
-    Path(args.out).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {len(rows)} rows to {args.out}")
+    for out, rows in ((args.out, make_rows(args.rows, args.seed)), (args.heldout_out, heldout_rows(args.rows, args.seed))):
+        Path(out).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {len(rows)} rows to {out}")
 
 
 if __name__ == "__main__":
