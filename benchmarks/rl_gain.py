@@ -68,6 +68,7 @@ TASKS = {
     "countdown": "tutorial/example_countdown",
     "math_agent": "tutorial/example_math_agent",
     "function_calling": "tutorial/example_function_calling",
+    "math_python": "tutorial/example_math_python",
 }
 # --quick: a few steps and evals of a few tasks, to check the path end to end in minutes
 QUICK = {"sft": ["sft.epochs=0.1"], "rl": ["trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2"],

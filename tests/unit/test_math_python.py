@@ -27,11 +27,12 @@ def _rows(name: str) -> list[dict]:
 
 
 def test_shipped_data_is_what_the_script_makes(tmp_path: Path) -> None:
-    assert build(tmp_path) == {"train": 64, "val": 32, "sft": 64}
-    for name in ("train", "val", "sft"):
+    assert build(tmp_path) == {"train": 64, "val": 32, "heldout": 128, "sft": 64}
+    for name in ("train", "val", "heldout", "sft"):
         assert (tmp_path / f"{name}.jsonl").read_bytes() == (FOLDER / f"{name}.jsonl").read_bytes(), name
-    train, val = _rows("train"), _rows("val")
-    assert not {r["query"] for r in train} & {r["query"] for r in val}
+    queries = [{r["query"] for r in _rows(name)} for name in ("train", "val", "heldout")]
+    assert sum(map(len, queries)) == len(set().union(*queries)) == 64 + 32 + 128, "a problem is in two splits"
+    train = _rows("train")
     for task, demo in zip(train, _rows("sft")):
         call = demo["messages"][2]["tool_calls"][0]["function"]
         assert json.loads(call["arguments"]) == {"code": task["metadata"]["code"]}

@@ -7,6 +7,8 @@
   (count primes, digit sums of powers, modular powers, ...), so writing code is what pays.
 - `sft.jsonl`: for each train task, a demonstration built by construction (not sampled from a model):
   a `python` call with the task's program, the program's output, then "The answer is \\boxed{N}.".
+- `heldout.jsonl` (128 more problems, in neither train nor val; drawn after them from the same seeded
+  stream, so the files above are unchanged): what `benchmarks/rl_gain.py --task math_python` scores.
 
 `answer` is what `code` prints, computed here by running it (trusted code, written below).
 """
@@ -27,7 +29,7 @@ from python_tool import PYTHON_SPEC, SYSTEM_PROMPT
 from ajet.jsonl import write_jsonl_files
 
 SEED = 11
-N_TRAIN, N_VAL = 64, 32
+N_TRAIN, N_VAL, N_HELDOUT = 64, 32, 128
 HERE = Path(__file__).resolve().parent
 
 # Each generator draws numbers and returns (query, program). The program prints one whole number.
@@ -94,9 +96,10 @@ def run_trusted(code: str) -> int:
     return int(out.getvalue())
 
 
-def make_tasks(rng: random.Random, n: int) -> list[dict[str, Any]]:
-    """`n` distinct problems, cycling through the categories so each is equally represented."""
-    tasks, seen = [], set()
+def make_tasks(rng: random.Random, n: int, exclude: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """`n` distinct problems, none asking a query in `exclude`, cycling through the categories so each
+    is equally represented."""
+    tasks, seen = [], set(exclude)
     categories = list(GENERATORS)
     while len(tasks) < n:
         category = categories[len(tasks) % len(categories)]
@@ -129,7 +132,9 @@ def build(out_dir: Path) -> dict[str, int]:
     rng = random.Random(SEED)
     tasks = make_tasks(rng, N_TRAIN + N_VAL)
     rng.shuffle(tasks)
-    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:]}
+    # drawn after the shuffle, so train and val are what they were before held-out tasks existed
+    heldout = make_tasks(rng, N_HELDOUT, exclude=frozenset(t["query"] for t in tasks))
+    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:], "heldout": heldout}
     rows: dict[str, list[dict]] = {}
     for split, items in splits.items():
         rows[split] = [{"task_id": f"py-{split}-{i:03d}", **task} for i, task in enumerate(items)]
