@@ -52,7 +52,9 @@ from typing import Any
 
 import measures
 import provenance
+from ajet.config import load_config
 from ajet.jsonl import read_rows
+from ajet.task_reader import read_tasks
 from paired import gain
 from quickstart import cpu_flags
 
@@ -208,6 +210,14 @@ def per_task(episodes: list[dict[str, Any]], key: str) -> dict[str, float]:
     return {t: sum(v) / len(v) for t, v in values.items()}
 
 
+def read_heldout(folder: Path, spec: dict[str, Any], file: str | None = None) -> list[dict[str, Any]]:
+    """The held-out tasks of `file` (benchmark.json's by default) as the evals read them: through the task's
+    own reader (an ajet JSONL file, or an xLAM file for function_calling), so that the ids are the episodes'."""
+    cfg = load_config(folder / spec["conf"], [f"task_reader.val={folder / (file or spec['rl_gain']['heldout'])}",
+                                              *spec["rl_gain"].get("eval", [])])
+    return [task.model_dump() for task in read_tasks(cfg.task_reader, "val", cfg.base_dir).tasks]
+
+
 def heldout_clusters(rows: list[dict[str, Any]]) -> dict[str, str]:
     """task id -> the cluster the bootstrap resamples whole (metadata.cluster; else the task itself)."""
     return {r["task_id"]: (r.get("metadata") or {}).get("cluster", r["task_id"]) for r in rows}
@@ -254,7 +264,7 @@ def measure_task(name: str, folder: Path, spec: dict[str, Any], seeds: list[int]
             _keep_evals_of_step(work, seed, extended_from)
         arms[f"rl{seed}"] = timed("eval", _eval, conf, work / f"eval-rl-seed{seed}{tag}", evals, run, reused)
 
-    heldout_rows = read_rows(heldout)
+    heldout_rows = read_heldout(folder, spec, heldout_file)
     clusters = heldout_clusters(heldout_rows)
     by_key = {key: {arm: per_task(episodes, key) for arm, episodes in arms.items()} for key in keys}
     main = by_key[spec["measure"]]
@@ -314,7 +324,7 @@ def compare_arms(name: str, folder: Path, spec: dict[str, Any], work_a: Path, wo
             raise SystemExit(f"--compare: {work} has {len(evals)} evaluated RL seeds (eval-rl-seed*/), "
                              "at least 2 needed")
         seeds[work] = [per_task(read_rows(path), key) for path in evals]
-    clusters = heldout_clusters(read_rows(folder / (heldout_file or spec["rl_gain"]["heldout"])))
+    clusters = heldout_clusters(read_heldout(folder, spec, heldout_file))
     arm_a = seeds[work_a]
     common = set.intersection(*(set(s) for s in arm_a + seeds[work_b]))  # tasks every seed of both arms scored
     baseline = {t: sum(s[t] for s in arm_a) / len(arm_a) for t in common}  # A's seeds averaged, task by task
@@ -338,7 +348,7 @@ def pool_heldout(name: str, folder: Path, spec: dict[str, Any], work: Path, file
     per_file: dict[str, dict[str, Any]] = {}
     for file in files:
         tag = _eval_tag(None if file == own_file else file)
-        rows = read_rows(folder / file)
+        rows = read_heldout(folder, spec, file)
         shared = {r["task_id"] for r in rows} & clusters.keys()
         if shared:
             raise SystemExit(f"--pool: {file} repeats task ids of the files before it ({sorted(shared)[:3]} ...)")

@@ -86,13 +86,20 @@ def _arm(work: Path, weights: bytes, seeds: list[list[bool]]) -> Path:
     return work
 
 
+def _task_folder(folder: Path, files: dict[str, list[str]]) -> dict:
+    """A task folder as rl_gain reads it: a conf with a JSONL reader, held-out files of these task ids."""
+    folder.mkdir()
+    (folder / "c.yaml").write_text("ajet:\n  workflow: agent.py:Agent\n  task_reader: {type: jsonl, train: heldout.jsonl}\n")
+    for file, ids in files.items():
+        (folder / file).write_text("".join(json.dumps({"task_id": t, "query": "q"}) + "\n" for t in ids))
+    return {"conf": "c.yaml", "measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
+
+
 def test_compare_arms_pairs_two_rl_arms_task_by_task_from_one_sft_checkpoint(tmp_path):
     import rl_gain
 
     folder = tmp_path / "task"
-    folder.mkdir()
-    (folder / "heldout.jsonl").write_text("".join(json.dumps({"task_id": f"t{i}"}) + "\n" for i in range(4)))
-    spec = {"measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
+    spec = _task_folder(folder, {"heldout.jsonl": [f"t{i}" for i in range(4)]})
     # A solves t0 with both seeds and t1 with one: per task 1, 0.5, 0, 0. B: both seeds t0, t1, t2 -> 1, 1, 1, 0.
     # differences 0, 0.5, 1, 0: mean 0.375 (37.5 points); seed means A 0.5 / 0.25, B 0.75 / 0.75.
     a = _arm(tmp_path / "a", b"weights", [[True, True, False, False], [True, False, False, False]])
@@ -209,11 +216,8 @@ def test_pool_scores_a_work_folder_over_several_heldout_files_at_once(tmp_path):
     import rl_gain
 
     folder, work = tmp_path / "task", tmp_path / "work"
-    folder.mkdir()
     first, second = ["a0", "a1"], ["b0", "b1", "b2", "b3"]
-    for file, ids in (("heldout.jsonl", first), ("heldout2.jsonl", second)):
-        (folder / file).write_text("".join(json.dumps({"task_id": t}) + "\n" for t in ids))
-    spec = {"measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
+    spec = _task_folder(folder, {"heldout.jsonl": first, "heldout2.jsonl": second})
     # heldout (benchmark.json's own, evals without a suffix): SFT solves a0; both seeds a0 and a1 -> +1 on a1.
     # heldout2: SFT b0 b1; seed 1 b0 b1 b2, seed 2 b0 -> per task 0, -0.5, +0.5, 0.
     # pooled over 6 tasks: differences 0, 1, 0, -0.5, 0.5, 0 -> mean 1/6 = 16.67 points; seeds solve 5 and 3 of 6
@@ -229,8 +233,22 @@ def test_pool_scores_a_work_folder_over_several_heldout_files_at_once(tmp_path):
     assert row["files"]["heldout.jsonl"]["points"] == 50.0 and row["files"]["heldout2.jsonl"]["points"] == 0.0
     assert row["per_seed"] == [33.33, 0.0] and row["ci_low"] <= 16.67 <= row["ci_high"]
     # a file with no evals in the folder, or one repeating another's task ids, is refused by name
-    (folder / "heldout3.jsonl").write_text(json.dumps({"task_id": "c0"}) + "\n")
+    (folder / "heldout3.jsonl").write_text(json.dumps({"task_id": "c0", "query": "q"}) + "\n")
     with pytest.raises(SystemExit, match="lacks the evals of heldout3.jsonl"):
         rl_gain.pool_heldout("t", folder, spec, work, ["heldout.jsonl", "heldout3.jsonl"])
     with pytest.raises(SystemExit, match="repeats task ids"):
         rl_gain.pool_heldout("t", folder, spec, work, ["heldout.jsonl", "heldout.jsonl"])
+
+
+def test_heldout_tasks_are_read_as_the_evals_read_them():
+    # function_calling's held-out file is xLAM-shaped (a JSON array, ids as numbers): its task ids must be the
+    # ones the xlam reader gives the episodes, or no held-out task would pair with an eval
+    import rl_gain
+
+    name, folder, spec = rl_gain.task_spec("function_calling")
+    rows = rl_gain.read_heldout(folder, spec)
+    raw = json.loads((folder / spec["rl_gain"]["heldout"]).read_text())
+    assert [r["task_id"] for r in rows] == [f"xlam-{r['id']}" for r in raw] and len(rows) >= 100
+    name, folder, spec = rl_gain.task_spec("math_agent")
+    assert [r["task_id"] for r in rl_gain.read_heldout(folder, spec)] == [
+        json.loads(line)["task_id"] for line in (folder / "heldout.jsonl").read_text().splitlines()]
