@@ -6,11 +6,11 @@ generated from the templates below with a fixed seed, so running the script agai
 file byte for byte. Every row lists its target tool(s) among 1-3 distractor tools, and about one row in
 five needs two calls (xLAM's parallel calls). Nothing here comes from BFCL: BFCL is only evaluated on.
 
-    python make_fixture.py [--out xlam_fixture.json] [--rows 240] [--seed 13] [--heldout-out heldout.json]
+    python make_fixture.py [--out xlam_fixture.json] [--rows 240] [--seed 13] [--heldout-dir DIR]
 
-It also writes `heldout.json`: 128 more rows from the same seeded stream, drawn after the fixture's (whose
-bytes do not change) and asking no query the fixture asks, for `benchmarks/rl_gain.py --task
-function_calling`.
+It also writes `heldout.json` and `heldout2.json`: 128 more rows each from the same seeded stream, drawn
+after the fixture's (whose bytes do not change) and asking no query asked before them, for
+`benchmarks/rl_gain.py --task function_calling` (heldout2 with `--heldout heldout2.json`).
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ def _tool_spec(name: str) -> dict:
 
 
 HELDOUT_ROWS = 128
+# heldout2.json: drawn after heldout.json (2026-12-07), once GRPO at the YAML's 6 steps had been scored on it
+# and before a 12-step arm was: a fresh set to confirm an arm chosen after that first score
+HELDOUT_FILES = ("heldout.json", "heldout2.json")
 
 
 def make_rows(count: int, seed: int) -> list[dict]:
@@ -113,18 +116,20 @@ def make_rows(count: int, seed: int) -> list[dict]:
     return list(_stream(seed, count))
 
 
-def heldout_rows(count: int, seed: int, n: int = HELDOUT_ROWS) -> list[dict]:
-    """`n` rows drawn after the first `count`, none asking a query that those ask (numbered on from them)."""
+def heldout_sets(count: int, seed: int, n: int = HELDOUT_ROWS, sets: int = len(HELDOUT_FILES)) -> list[list[dict]]:
+    """`sets` lists of `n` rows drawn after the first `count`, in order, none asking a query asked before it
+    (numbered on from them)."""
     stream = _stream(seed)
     asked = {next(stream)["query"] for _ in range(count)}
-    rows: list[dict] = []
-    for row in stream:
-        if row["query"] not in asked:
-            asked.add(row["query"])
-            rows.append(row)
-            if len(rows) == n:
-                return rows
-    raise AssertionError("unreachable: the stream is endless")
+
+    def fresh() -> Iterator[dict]:
+        for row in stream:
+            if row["query"] not in asked:
+                asked.add(row["query"])
+                yield row
+
+    rows = fresh()
+    return [[next(rows) for _ in range(n)] for _ in range(sets)]
 
 
 def _stream(seed: int, count: int | None = None) -> Iterator[dict]:
@@ -152,12 +157,15 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).with_name("xlam_fixture.json")))
     parser.add_argument("--rows", type=int, default=240)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--heldout-out", default=str(Path(__file__).with_name("heldout.json")))
+    parser.add_argument("--heldout-dir", default=str(Path(__file__).parent),
+                        help=f"folder for {' and '.join(HELDOUT_FILES)} (default: this folder)")
     args = parser.parse_args()
-    for out, rows in ((args.out, make_rows(args.rows, args.seed)), (args.heldout_out, heldout_rows(args.rows, args.seed))):
+    outputs = {args.out: make_rows(args.rows, args.seed)}
+    for name, rows in zip(HELDOUT_FILES, heldout_sets(args.rows, args.seed)):
+        outputs[str(Path(args.heldout_dir) / name)] = rows
+    for out, rows in outputs.items():
         Path(out).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {len(rows)} rows to {out}")
-
 
 if __name__ == "__main__":
     main()
