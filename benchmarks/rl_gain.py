@@ -383,6 +383,13 @@ def _mean(values) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
+def _verdict(row: dict[str, Any]) -> str:
+    """What the interval says, when it is not a gain: it reaches 0, or it lies wholly below (a loss)."""
+    if row["significant"]:
+        return ""
+    return "  (a loss: the interval is below 0)" if row["ci_high"] < 0 else "  (interval reaches 0)"
+
+
 def summary(path: Path) -> tuple[float, int, int]:
     """Print, per task, the latest result with the task's own settings and the latest of each --set variant
     below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
@@ -398,7 +405,7 @@ def summary(path: Path) -> tuple[float, int, int]:
         interval = f"{row['gain_points']:+.1f} [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}]"
         print(f"{task if not variant else '':14} {row['measure']:34} {row['tasks']:4d} {row['sft']:6.3f} {rl:>13} "
               f"{interval:>26} {len(row['seeds']):5d} {row['minutes']:5.0f}  {row['commit']} / {row['cpu']}"
-              + ("" if row["significant"] else "  (interval reaches 0)"))
+              + _verdict(row))
         if variant:
             print(f"{'':14}   variant (not counted below): {' '.join(variant)}")
         if row.get("note"):

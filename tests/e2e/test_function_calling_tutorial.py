@@ -37,8 +37,8 @@ def test_tutorial_end_to_end(tmp_path):
     assert json.loads((tmp_path / "base" / "eval.json").read_text())["tasks"] == 2
 
     run = tmp_path / "run"
-    ajet("--conf", str(YAML), "--backbone=debug", f"output_dir={run}", "sft.epochs=0.05", "trainer.steps=1",
-         "rollout.group_size=2", "rollout.batch_tasks=2", *TINY)
+    ajet("--conf", str(YAML), "--backbone=debug", f"output_dir={run}", "algorithm=[sft,grpo]", "sft.epochs=0.05",
+         "trainer.steps=1", "rollout.group_size=2", "rollout.batch_tasks=2", *TINY)
     assert (run / "checkpoints").is_dir() and (run / "metrics.jsonl").read_text().count("\n") >= 2
 
     bfcl = tmp_path / "bfcl"

@@ -206,6 +206,21 @@ def test_a_row_scored_on_another_heldout_file_is_a_variant_not_counted(tmp_path,
     assert "variant (not counted below): --set trainer.steps=24 --heldout heldout2.jsonl" in capsys.readouterr().out
 
 
+def test_the_summary_tells_a_loss_from_an_interval_that_reaches_0(tmp_path, capsys):
+    import rl_gain
+
+    base = {"measure": "success_rate", "tasks": 128, "sft": 0.8, "rl": [0.75, 0.75], "seeds": [1, 2], "minutes": 1,
+            "commit": "c", "cpu": "amx", "significant": False, "set": []}
+    rows = [{**base, "task": "lost", "gain_points": -4.7, "ci_low": -7.8, "ci_high": -1.9},
+            {**base, "task": "flat", "gain_points": -0.4, "ci_low": -4.3, "ci_high": 3.1}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mean, with_gain, tasks = rl_gain.summary(path)
+    assert (round(mean, 2), with_gain, tasks) == (-2.55, 0, 2)
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("lost", "flat"))}
+    assert lines["lost"].endswith("(a loss: the interval is below 0)") and lines["flat"].endswith("(interval reaches 0)")
+
+
 def _evals(work: Path, name: str, ids: list[str], solved: list[bool]) -> None:
     (work / name).mkdir(parents=True)
     (work / name / "eval_episodes.jsonl").write_text(
