@@ -167,5 +167,6 @@ def main() -> None:
         Path(out).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {len(rows)} rows to {out}")
 
+
 if __name__ == "__main__":
     main()
