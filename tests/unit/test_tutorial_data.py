@@ -56,7 +56,7 @@ def energy() -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def math_data() -> dict[str, list[dict]]:
-    return {name: read_jsonl(MATH / f"{name}.jsonl") for name in ("train", "val", "heldout", "sft")}
+    return {name: read_jsonl(MATH / f"{name}.jsonl") for name in ("train", "val", "heldout", "heldout2", "sft")}
 
 
 # ---------------------------------------------------------------------------- energy data
@@ -137,7 +137,7 @@ def test_sharegpt_demonstrations_mirror_the_openai_ones(energy):
 
 @pytest.mark.parametrize("folder, files", [
     (ENERGY, ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl", "sft_sharegpt.jsonl"]),
-    (MATH, ["train.jsonl", "val.jsonl", "heldout.jsonl", "sft.jsonl"]),
+    (MATH, ["train.jsonl", "val.jsonl", "heldout.jsonl", "heldout2.jsonl", "sft.jsonl"]),
 ])
 def test_make_data_reproduces_the_shipped_files(folder, files, tmp_path):
     run = subprocess.run([sys.executable, "make_data.py", "--out", str(tmp_path)], cwd=folder,
@@ -161,11 +161,11 @@ def test_heldout_tasks_ask_what_neither_train_nor_val_asks():
 
 
 def test_math_tasks(math_data):
-    train, val, heldout = math_data["train"], math_data["val"], math_data["heldout"]
-    assert len(train) >= 60 and len(val) >= 30 and len(heldout) >= 100
-    queries = [{r["query"] for r in split} for split in (train, val, heldout)]
+    train, val, heldout, heldout2 = (math_data[name] for name in ("train", "val", "heldout", "heldout2"))
+    assert len(train) >= 60 and len(val) >= 30 and len(heldout) >= 100 and len(heldout2) >= 100
+    queries = [{r["query"] for r in split} for split in (train, val, heldout, heldout2)]
     assert sum(map(len, queries)) == len(set().union(*queries)), "a problem is in two splits"
-    for row in train + val + heldout:
+    for row in train + val + heldout + heldout2:
         assert type(row["answer"]) is int
         assert math_tools.evaluate(row["metadata"]["expression"]) == row["answer"]
     assert len(math_data["sft"]) >= 16

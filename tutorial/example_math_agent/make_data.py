@@ -8,6 +8,8 @@
   `calculator` call on the task's expression, the tool's result, then "The answer is \\boxed{N}.".
 - `heldout.jsonl` (128 more problems, in neither train nor val; drawn after them from the same seeded
   stream, so the files above are unchanged): what `benchmarks/rl_gain.py --task math_agent` scores.
+- `heldout2.jsonl` (128 more, in none of the above, drawn after them): a second held-out set that confirms
+  an arm chosen on the first (`rl_gain.py --heldout heldout2.jsonl`).
 """
 
 from __future__ import annotations
@@ -128,7 +130,10 @@ def build(out_dir: Path) -> dict[str, int]:
     rng.shuffle(tasks)
     # drawn after the shuffle, so train and val are what they were before held-out tasks existed
     heldout = make_tasks(rng, N_HELDOUT, exclude=frozenset(t["query"] for t in tasks))
-    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:], "heldout": heldout}
+    # heldout2: drawn after heldout (2026-12-07), once GRPO at the YAML's settings had been scored on it and
+    # before a groups-of-8, dynamic-sampling arm was: a fresh set to confirm an arm chosen after that score
+    heldout2 = make_tasks(rng, N_HELDOUT, exclude=frozenset(t["query"] for t in tasks + heldout))
+    splits = {"train": tasks[:N_TRAIN], "val": tasks[N_TRAIN:], "heldout": heldout, "heldout2": heldout2}
     rows: dict[str, list[dict]] = {}
     for split, items in splits.items():
         rows[split] = [{"task_id": f"math-{split}-{i:03d}", **task} for i, task in enumerate(items)]
