@@ -16,6 +16,7 @@ after the fixture's (whose bytes do not change) and asking no query asked before
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 from collections.abc import Iterator
@@ -111,16 +112,13 @@ HELDOUT_ROWS = 128
 HELDOUT_FILES = ("heldout.json", "heldout2.json")
 
 
-def make_rows(count: int, seed: int) -> list[dict]:
-    """The first `count` rows of the seeded stream."""
-    return list(_stream(seed, count))
-
-
-def heldout_sets(count: int, seed: int, n: int = HELDOUT_ROWS, sets: int = len(HELDOUT_FILES)) -> list[list[dict]]:
-    """`sets` lists of `n` rows drawn after the first `count`, in order, none asking a query asked before it
-    (numbered on from them)."""
+def draw(count: int, seed: int, n: int = HELDOUT_ROWS,
+         sets: int = len(HELDOUT_FILES)) -> tuple[list[dict], list[list[dict]]]:
+    """The fixture (the first `count` rows of the seeded stream) and `sets` held-out lists of `n` rows drawn after
+    it, in order, each row asking a query no row before it asked (ids numbered on from the fixture's)."""
     stream = _stream(seed)
-    asked = {next(stream)["query"] for _ in range(count)}
+    fixture = [next(stream) for _ in range(count)]
+    asked = {row["query"] for row in fixture}
 
     def fresh() -> Iterator[dict]:
         for row in stream:
@@ -129,14 +127,14 @@ def heldout_sets(count: int, seed: int, n: int = HELDOUT_ROWS, sets: int = len(H
                 yield row
 
     rows = fresh()
-    return [[next(rows) for _ in range(n)] for _ in range(sets)]
+    return fixture, [[next(rows) for _ in range(n)] for _ in range(sets)]
 
 
-def _stream(seed: int, count: int | None = None) -> Iterator[dict]:
+def _stream(seed: int) -> Iterator[dict]:
+    """Endless rows from `seed`: the same seed gives the same rows in the same order."""
     rng = random.Random(seed)
     names = sorted(TOOLS)
-    index = 0
-    while count is None or index < count:
+    for index in itertools.count():
         picked = rng.sample(names, 2 if rng.random() < 0.2 else 1)
         queries, calls = [], []
         for name in picked:
@@ -149,7 +147,6 @@ def _stream(seed: int, count: int | None = None) -> Iterator[dict]:
         tools = [_tool_spec(n) for n in picked + distractors]
         rng.shuffle(tools)
         yield {"id": index, "query": query, "tools": json.dumps(tools), "answers": json.dumps(calls)}
-        index += 1
 
 
 def main() -> None:
@@ -160,9 +157,9 @@ def main() -> None:
     parser.add_argument("--heldout-dir", default=str(Path(__file__).parent),
                         help=f"folder for {' and '.join(HELDOUT_FILES)} (default: this folder)")
     args = parser.parse_args()
-    outputs = {args.out: make_rows(args.rows, args.seed)}
-    for name, rows in zip(HELDOUT_FILES, heldout_sets(args.rows, args.seed)):
-        outputs[str(Path(args.heldout_dir) / name)] = rows
+    fixture, heldout = draw(args.rows, args.seed)
+    outputs = {args.out: fixture}
+    outputs.update({str(Path(args.heldout_dir) / name): rows for name, rows in zip(HELDOUT_FILES, heldout)})
     for out, rows in outputs.items():
         Path(out).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {len(rows)} rows to {out}")
