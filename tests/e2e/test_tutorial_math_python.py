@@ -21,8 +21,9 @@ YAML = FOLDER / "math_python.yaml"
 
 def test_trains_sft_then_grpo_on_the_tiny_model(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    run_ajet("--conf", str(YAML), "model=tiny-random", "algorithm=[sft,grpo]", "sft.epochs=0.125", "sft.batch_size=8", "trainer.steps=1", "rollout.batch_tasks=2",
-          "rollout.group_size=2", "rollout.max_tokens_per_turn=16", "rollout.max_turns=2", f"output_dir={out}")
+    run_ajet("--conf", str(YAML), "model=tiny-random", "algorithm=[sft,grpo]", "sft.epochs=0.125", "sft.batch_size=8",
+             "trainer.steps=1", "rollout.batch_tasks=2", "rollout.group_size=2", "rollout.max_tokens_per_turn=16",
+             "rollout.max_turns=2", f"output_dir={out}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in rows] == ["sft", "grpo"] and rows[0]["loss"] > 0 and rows[1]["episodes"] == 4
     episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]

@@ -89,7 +89,8 @@ def _arm(work: Path, weights: bytes, seeds: list[list[bool]]) -> Path:
 def _task_folder(folder: Path, files: dict[str, list[str]]) -> dict:
     """A task folder as rl_gain reads it: a conf with a JSONL reader, held-out files of these task ids."""
     folder.mkdir()
-    (folder / "c.yaml").write_text("ajet:\n  workflow: agent.py:Agent\n  task_reader: {type: jsonl, train: heldout.jsonl}\n")
+    (folder / "c.yaml").write_text(
+        "ajet:\n  workflow: agent.py:Agent\n  task_reader: {type: jsonl, train: heldout.jsonl}\n")
     for file, ids in files.items():
         (folder / file).write_text("".join(json.dumps({"task_id": t, "query": "q"}) + "\n" for t in ids))
     return {"conf": "c.yaml", "measure": "success_rate", "rl_gain": {"heldout": "heldout.jsonl"}}
@@ -217,8 +218,10 @@ def test_the_summary_tells_a_loss_from_an_interval_that_reaches_0(tmp_path, caps
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     mean, with_gain, tasks = rl_gain.summary(path)
     assert (round(mean, 2), with_gain, tasks) == (-2.55, 0, 2)
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("lost", "flat"))}
-    assert lines["lost"].endswith("(a loss: the interval is below 0)") and lines["flat"].endswith("(interval reaches 0)")
+    out = capsys.readouterr().out.splitlines()
+    lines = {line.split()[0]: line for line in out if line.startswith(("lost", "flat"))}
+    assert lines["lost"].endswith("(a loss: the interval is below 0)")
+    assert lines["flat"].endswith("(interval reaches 0)")
 
 
 def _evals(work: Path, name: str, ids: list[str], solved: list[bool]) -> None:

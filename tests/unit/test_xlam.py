@@ -109,17 +109,18 @@ def test_sft_demonstrations_render_with_trained_tool_calls(tiny_tokenizer):
 
 def test_fixture_is_what_the_script_writes(tmp_path):
     out = tmp_path / "fixture.json"
-    subprocess.run([sys.executable, str(TUTORIAL / "make_fixture.py"), "--out", str(out), "--heldout-dir", str(tmp_path)],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, str(TUTORIAL / "make_fixture.py"), "--out", str(out),
+                    "--heldout-dir", str(tmp_path)], check=True, capture_output=True)
     assert out.read_bytes() == (TUTORIAL / "xlam_fixture.json").read_bytes()
     rows = json.loads(out.read_text())
     asked = {r["query"] for r in rows}
     for name in ("heldout.json", "heldout2.json"):  # each drawn after the files before it, asking nothing they ask
         assert (tmp_path / name).read_bytes() == (TUTORIAL / name).read_bytes(), name
         held = json.loads((tmp_path / name).read_text())
-        assert len(held) >= 100 and len({r["query"] for r in held}) == len(held) and not {r["query"] for r in held} & asked
+        queries = {r["query"] for r in held}
+        assert len(held) >= 100 and len(queries) == len(held) and not queries & asked
         assert min(r["id"] for r in held) >= len(rows)
-        asked |= {r["query"] for r in held}
+        asked |= queries
     assert all(isinstance(r["tools"], str) and isinstance(r["answers"], str) for r in rows)  # xLAM's JSON strings
     assert sum(len(json.loads(r["answers"])) == 2 for r in rows) > 20  # parallel calls are in
 
