@@ -129,6 +129,9 @@ class JudgeConfig(_Section):
     )
     args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the judge.")
     success_threshold: float = Field(1.0, description="An episode counts as a success when reward >= this.")
+    reward: Literal["total", "success"] = Field(
+        "total", description="What RL trains on: the judge's total (partial credit included), or success: 1 when "
+        "the episode succeeds, else 0 (the total kept as parts.judge_total).")
 
 
 # Sampling temperatures the engine can use: 0 is greedy; between 0 and MIN_TEMPERATURE the logits

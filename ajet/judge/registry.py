@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from ajet.errors import AjetError, ConfigError, PluginError
 from ajet.judge.base import Judge
+from ajet.judge.success_reward import SuccessReward
 from ajet.plugins import load_object
 
 # name -> "module:Class"; imported lazily so `import ajet.judge` stays cheap (llm_judge pulls openai).
@@ -58,6 +59,9 @@ def build_judge(cfg: Any, base_dir: str | Path | None = None, *, where: str = "j
         _WHERE.reset(where_token)
         _BASE_DIR.reset(base_token)
     judge.success_threshold = float(cfg.success_threshold)
+    if cfg.reward == "success":
+        judge = SuccessReward(judge)
+        judge.success_threshold = float(cfg.success_threshold)
     return judge
 
 
