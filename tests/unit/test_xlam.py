@@ -114,7 +114,7 @@ def test_fixture_is_what_the_script_writes(tmp_path):
     assert out.read_bytes() == (TUTORIAL / "xlam_fixture.json").read_bytes()
     rows = json.loads(out.read_text())
     asked = {r["query"] for r in rows}
-    for name in ("heldout.json", "heldout2.json"):  # each drawn after the files before it, asking nothing they ask
+    for name in ("heldout.json", "heldout2.json", "heldout3.json"):  # each drawn after the files before it, asking nothing they ask
         assert (tmp_path / name).read_bytes() == (TUTORIAL / name).read_bytes(), name
         held = json.loads((tmp_path / name).read_text())
         queries = {r["query"] for r in held}

@@ -8,9 +8,9 @@ five needs two calls (xLAM's parallel calls). Nothing here comes from BFCL: BFCL
 
     python make_fixture.py [--out xlam_fixture.json] [--rows 240] [--seed 13] [--heldout-dir DIR]
 
-It also writes `heldout.json` and `heldout2.json`: 128 more rows each from the same seeded stream, drawn
-after the fixture's (whose bytes do not change) and asking no query asked before them, for
-`benchmarks/rl_gain.py --task function_calling` (heldout2 with `--heldout heldout2.json`).
+It also writes `heldout.json`, `heldout2.json` and `heldout3.json`: 128 more rows each from the same seeded
+stream, drawn after the fixture's (whose bytes do not change) and asking no query asked before them, for
+`benchmarks/rl_gain.py --task function_calling` (the others with `--heldout heldout2.json`, ...).
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def _tool_spec(name: str) -> dict:
 
 HELDOUT_ROWS = 128
 # heldout2.json: drawn after heldout.json (2026-12-07), once GRPO at the YAML's 6 steps had been scored on it
-# and before a 12-step arm was: a fresh set to confirm an arm chosen after that first score
-HELDOUT_FILES = ("heldout.json", "heldout2.json")
+# and before a 12-step arm was: a fresh set to confirm an arm chosen after that first score.
+# heldout3.json: drawn after both had scored GRPO arms, before the judge.reward=success arm ran (README)
+HELDOUT_FILES = ("heldout.json", "heldout2.json", "heldout3.json")
 
 
 def draw(count: int, seed: int, n: int = HELDOUT_ROWS,
