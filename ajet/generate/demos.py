@@ -44,7 +44,7 @@ from ajet.errors import GenerateError
 from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.jsonl import JsonlAppender, dropped_path
 from ajet.generate.server import server_of
-from ajet.judge.base import Judge, Reward
+from ajet.judge.base import Judge, Reward, success_of
 from ajet.judge.grounded import grounding_problem, tool_use_problem
 from ajet.workflow import Task, WorkflowOutput
 
@@ -84,7 +84,7 @@ class DemoFilter(Judge):
         problem = tool_use_problem(output)
         if problem is None and task.answer is not None:
             reward = Reward.of(await self.run_judge.score(task, output))
-            ok = reward.is_success if reward.is_success is not None else reward.total >= self.run_judge.success_threshold
+            ok = success_of(reward, self.run_judge.success_threshold, output.is_success)
             problem = None if ok else f"judge_failed: the run's judge scored {reward.total:.3f}"
         elif problem is None and self.no_reference == "llm_judge":
             assert self.llm_judge is not None

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ajet.errors import JudgeError
-from ajet.judge.base import Judge, Reward
+from ajet.judge.base import Judge, Reward, success_of
 from ajet.judge.composite import check_penalties, penalty_parts
 from ajet.judge.function_call import expected_calls, parse_failures, predicted_calls
 from ajet.judge.registry import build_judge, check_weights, current_base_dir, current_where, parse_args
@@ -184,8 +184,7 @@ class AgentJudge(Judge):
         fired = [name for name in self.args.penalties if penalties[f"penalty.{name}"]]
         for key, value in done.parts.items():
             parts[f"completion.{key}"] = value
-        success = done.is_success if done.is_success is not None else done.total >= self.completion.success_threshold
-        return Reward(total=total, parts=parts, is_success=success,
+        return Reward(total=total, parts=parts, is_success=success_of(done, self.completion.success_threshold),
                       feedback=_feedback(parts, called, ref, fired))
 
 

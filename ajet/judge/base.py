@@ -10,7 +10,7 @@ from typing import Any
 from ajet.reward import Reward
 from ajet.workflow import Task, WorkflowOutput
 
-__all__ = ["MAX_ABS_REWARD", "Judge", "Reward", "checked_reward"]
+__all__ = ["MAX_ABS_REWARD", "Judge", "Reward", "checked_reward", "success_of"]
 
 # Rewards beyond this magnitude are judge failures. Real rewards are O(1) (success 0/1, a score, a
 # penalty); 1e6 leaves room for any sensible scale while keeping the group mean and std far from overflow.
@@ -64,3 +64,13 @@ def checked_reward(value: object, source: str) -> tuple[Reward | None, str | Non
         return None, (f"RewardOutOfRange: {source} {huge}; rewards must lie within ±{MAX_ABS_REWARD:g} "
                       "(larger ones overflow the group statistics); scale the reward down")
     return reward, None
+
+
+def success_of(reward: Reward, threshold: float, workflow_verdict: bool | None = None) -> bool:
+    """Whether an episode succeeded, by one rule everywhere: the reward's `is_success`, else the workflow's
+    verdict (`WorkflowOutput.is_success`), else `reward.total >= threshold` (`judge.success_threshold`)."""
+    if reward.is_success is not None:
+        return reward.is_success
+    if workflow_verdict is not None:
+        return workflow_verdict
+    return reward.total >= threshold

@@ -9,7 +9,7 @@ same 0/1 reward. The judge's own total is kept as `parts["judge_total"]`, so the
 
 from __future__ import annotations
 
-from ajet.judge.base import Judge, Reward, checked_reward
+from ajet.judge.base import Judge, Reward, checked_reward, success_of
 from ajet.workflow import Task, WorkflowOutput
 
 JUDGE_TOTAL_PART = "judge_total"
@@ -18,8 +18,7 @@ JUDGE_TOTAL_PART = "judge_total"
 class SuccessReward(Judge):
     """Wraps `inner`: each reward's total becomes 1.0 when the episode succeeds, else 0.0.
 
-    Success is decided as the rollout decides it: the reward's `is_success`, else the workflow output's,
-    else `total >= success_threshold`. A reward the runner would refuse (not a number, NaN, too large) is
+    Success is decided as the rollout decides it (`success_of`). A reward the runner would refuse (not a number, NaN, too large) is
     passed through unchanged so that it is reported as the judge's error, not hidden as a 0.
     """
 
@@ -44,8 +43,6 @@ class SuccessReward(Judge):
         reward, error = checked_reward(value, "the judge returned")
         if reward is None or error is not None:
             return value  # type: ignore[return-value]
-        success = reward.is_success
-        if success is None:
-            success = output.is_success if output.is_success is not None else reward.total >= self.success_threshold
+        success = success_of(reward, self.success_threshold, output.is_success)
         parts = {**reward.parts, JUDGE_TOTAL_PART: reward.total}
-        return reward.model_copy(update={"total": float(success), "parts": parts, "is_success": bool(success)})
+        return reward.model_copy(update={"total": float(success), "parts": parts, "is_success": success})

@@ -31,7 +31,7 @@ from ajet.errors import ConfigError
 from ajet.gateway.episodes import EpisodeSession
 from ajet.gateway.inprocess import InProcessTransport
 from ajet.gateway.server import Gateway
-from ajet.judge.base import Judge, checked_reward
+from ajet.judge.base import Judge, checked_reward, success_of
 from ajet.rollout.episode import EpisodeResult, EpisodeWriter
 from ajet.rollout.guard import OwnTimeout, UserCodeError, run_guarded
 from ajet.rollout.progress import RolloutProgress
@@ -354,13 +354,8 @@ class RolloutRunner:
 
     def _finish(self, result: EpisodeResult, settings: RolloutSettings, step, progress: RolloutProgress) -> None:
         if result.reward is not None:
-            out = result.output
-            if result.reward.is_success is not None:
-                result.success = result.reward.is_success
-            elif out is not None and out.is_success is not None:
-                result.success = out.is_success
-            else:
-                result.success = result.reward.total >= settings.success_threshold
+            verdict = result.output.is_success if result.output is not None else None
+            result.success = success_of(result.reward, settings.success_threshold, verdict)
             turns = result.reward.turn_rewards
             result.samples, result.merge = build_samples(
                 result.calls, reward=result.reward.total, group_id=result.group_id,

@@ -38,7 +38,7 @@ from ajet.backbone.swift.scheduler import SCHEDULER_NAME, WorkflowScheduler
 from ajet.backbone.swift.scoring import neutral_fill, score_group
 from ajet.config.schema import AjetConfig
 from ajet.judge import build_judge
-from ajet.judge.base import Reward
+from ajet.judge.base import Reward, success_of
 
 REWARD_NAME = "ajet_judge"
 _RUN: dict[str, Any] = {}
@@ -93,8 +93,7 @@ def _record(step: int, infos: list[dict], rewards: list, errors: list, threshold
             totals.append(reward.total)
             for k, v in reward.parts.items():
                 parts[k].append(v)
-            verdict = reward.is_success if reward.is_success is not None else output.get("is_success")
-            success = verdict if verdict is not None else reward.total >= threshold
+            success = success_of(reward, threshold, output.get("is_success"))
         task = json.loads(info["task"]) if info.get("task") else None
         rows.append({
             "episode_id": info.get("episode_id"), "step": step, "backbone": "swift", "task": task,
