@@ -12,7 +12,7 @@ from ajet.config import load_config
 from ajet.config.schema import JudgeConfig
 from ajet.errors import ConfigError
 from ajet.judge import build_judge
-from ajet.judge.base import checked_reward
+from ajet.judge.base import Judge, Reward, checked_reward, success_of
 from ajet.workflow import Task, WorkflowOutput
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,3 +99,30 @@ def test_the_tutorial_yaml_takes_the_option_and_a_typo_is_refused():
     assert load_config(yaml).judge.reward == "total"
     with pytest.raises(ConfigError, match="judge.reward"):
         load_config(yaml, ["judge.reward=succes"])
+
+
+class _FullMarks(Judge):
+    async def score(self, task, output):
+        return Reward(total=1.0)
+
+
+@pytest.mark.parametrize("reward, verdict, succeeded", [
+    (Reward(total=0.2, is_success=True), False, True),  # the judge's verdict first
+    (Reward(total=1.0), False, False),  # then the workflow's
+    (Reward(total=0.5), None, True),  # then total >= threshold 0.5
+    (Reward(total=0.49), None, False),
+])
+def test_success_of_is_one_rule(reward, verdict, succeeded):
+    assert success_of(reward, 0.5, verdict) is succeeded
+
+
+async def test_the_demo_filter_drops_what_the_workflow_calls_a_failure_as_the_rollout_does():
+    from ajet.generate.demos import DemoFilter
+
+    keep = DemoFilter(_FullMarks(), "grounding", None, 0.5)
+    task = Task(task_id="t", query="How many units of A-10?", answer="17")
+    answered = dict(answer="There are 17 units.", metadata={"stop_reason": "answered"},
+                    tool_calls=[{"name": "stock", "arguments": {"sku": "A-10"}, "result": {"units": 17}}])
+    assert (await keep.score(task, WorkflowOutput(**answered))).is_success is True
+    dropped = await keep.score(task, WorkflowOutput(**answered, is_success=False))
+    assert dropped.is_success is False and dropped.feedback.startswith("judge_failed")
