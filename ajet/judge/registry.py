@@ -59,10 +59,7 @@ def build_judge(cfg: Any, base_dir: str | Path | None = None, *, where: str = "j
         _WHERE.reset(where_token)
         _BASE_DIR.reset(base_token)
     judge.success_threshold = float(cfg.success_threshold)
-    if cfg.reward == "success":
-        judge = SuccessReward(judge)
-        judge.success_threshold = float(cfg.success_threshold)
-    return judge
+    return SuccessReward(judge) if cfg.reward == "success" else judge
 
 
 def current_base_dir() -> Path | None:

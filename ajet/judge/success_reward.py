@@ -18,14 +18,16 @@ JUDGE_TOTAL_PART = "judge_total"
 class SuccessReward(Judge):
     """Wraps `inner`: each reward's total becomes 1.0 when the episode succeeds, else 0.0.
 
-    Success is decided as the rollout decides it (`success_of`). A reward the runner would refuse (not a number, NaN, too large) is
-    passed through unchanged so that it is reported as the judge's error, not hidden as a 0.
+    Success is decided as the rollout decides it (`success_of`), at `inner`'s success threshold. A reward the
+    runner would refuse (not a number, NaN, too large) is passed through unchanged, so that it is reported as
+    the judge's error, not hidden as a 0.
     """
 
     def __init__(self, inner: Judge) -> None:
         super().__init__()
         self.inner = inner
         self.scores_groups = inner.scores_groups
+        self.success_threshold = inner.success_threshold
 
     async def score(self, task: Task, output: WorkflowOutput) -> Reward:
         return self._binary(await self.inner.score(task, output), output)
