@@ -32,7 +32,7 @@ def test_command_line_pick_replaces_the_yamls_judge() -> None:
     assert load_config(MATH).judge.type == "math_boxed"
     cfg = load_config(MATH, ["judge=function_call"])
     assert cfg.judge.model_dump() == {"type": "function_call", "args": {"expected_key": "calls"},
-                                      "success_threshold": 1.0}
+                                      "success_threshold": 1.0, "reward": "total"}
 
 
 def test_judger_is_an_alias_of_judge() -> None:
