@@ -10,7 +10,7 @@ five needs two calls (xLAM's parallel calls). Nothing here comes from BFCL: BFCL
 
 It also writes `heldout.json`, `heldout2.json` and `heldout3.json`: 128 more rows each from the same seeded
 stream, drawn after the fixture's (whose bytes do not change) and asking no query asked before them, for
-`benchmarks/rl_gain.py --task function_calling` (the others with `--heldout heldout2.json`, ...).
+`benchmarks/rl_gain.py --task function_calling` (heldout.json by default; another with `--heldout FILE`).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=240)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--heldout-dir", default=str(Path(__file__).parent),
-                        help=f"folder for {' and '.join(HELDOUT_FILES)} (default: this folder)")
+                        help=f"folder for {', '.join(HELDOUT_FILES)} (default: this folder)")
     args = parser.parse_args()
     fixture, heldout = draw(args.rows, args.seed)
     outputs = {args.out: fixture}
