@@ -44,7 +44,7 @@ from ajet.generate.explore_values import arg_specs
 from ajet.generate.placement import MAX_DESCRIPTION
 from ajet.jsonl import JsonlAppender, dropped_path, read_rows
 from ajet.generate.schedule import schedule, with_refusals
-from ajet.judge.function_call import values_match
+from ajet.judge.function_call import Call, parameters_by_name, values_match, without_defaults
 
 console = Console()
 _MAX_IN_FLIGHT = 8
@@ -240,8 +240,12 @@ async def round_trip(cfg: AjetConfig, teacher: Any, question: str, tools: list[d
         arguments = json.loads(function.get("arguments") or "{}")
     except ValueError:
         return False
-    return (function.get("name") == gold["tool"] and isinstance(arguments, dict)
-            and values_match(arguments, gold["arguments"], 1e-6))
+    if function.get("name") != gold["tool"] or not isinstance(arguments, dict):
+        return False
+    # a default sent or left out is the same call, as the judges count it
+    got, want = without_defaults([Call(gold["tool"], arguments), Call(gold["tool"], gold["arguments"])],
+                                 parameters_by_name(tools))
+    return values_match(got.arguments, want.arguments, 1e-6)
 
 
 def task_row(cand: Candidate, question: str, how: str, writer: str | None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
     parse_rate          parsed calls / (parsed calls + calls that failed to parse)
     func_name_accuracy  multiset overlap of called and expected names / max(#called, #expected)
-    param_f1            F1 over (name, key, value) argument pairs, values compared leniently
+    param_f1            F1 over (name, key, value) argument pairs, values compared leniently; an
+                        argument at its schema default counts as left out, on both sides
     schema_hit_rate     called tools that exist in the tool schema with valid arguments / #called
     exec_rate           calls that ran without an error / #called; a call whose result is error-shaped
                         ({"error": ...}, "Error: ...", empty: ajet.tool_results) did not run cleanly
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -82,7 +83,8 @@ class FunctionCallJudge(Judge):
         predicted, malformed = predicted_calls(output)
         tools = tool_specs(output, task, self.args.tools)
         parts, notes = call_metrics(
-            predicted, expected, parse_failures(output) + malformed, tools, self.args.num_rel_tol
+            without_defaults(predicted, tools), without_defaults(expected, tools),
+            parse_failures(output) + malformed, tools, self.args.num_rel_tol,
         )
         used = {name: self.weights[name] for name in parts}
         total_weight = sum(used.values())
@@ -187,16 +189,37 @@ def tool_specs(output: WorkflowOutput, task: Task, fallback: list[dict] | None =
     """Tool name -> JSON schema of its parameters, from output.metadata, task.metadata or `fallback`."""
     for source in (output.metadata.get("tools"), task.metadata.get("tools"), fallback):
         if isinstance(source, list):
-            specs = {}
-            for tool in source:
-                if not isinstance(tool, dict):
-                    continue
-                spec = tool.get("function", tool)  # OpenAI {"type": "function", "function": {...}} or bare
-                params = spec.get("parameters") or spec.get("inputSchema") or spec.get("input_schema") or {}
-                if isinstance(spec.get("name"), str):
-                    specs[spec["name"]] = params
-            return specs
+            return parameters_by_name(source)
     return None
+
+
+def parameters_by_name(tools: list[Any]) -> dict[str, dict]:
+    """Tool name -> JSON schema of its parameters, from OpenAI tool specs or bare ones (MCP's `inputSchema`)."""
+    specs = {}
+    for tool in tools:
+        if not isinstance(tool, dict):
+            continue
+        spec = tool.get("function", tool)  # OpenAI {"type": "function", "function": {...}} or bare
+        params = spec.get("parameters") or spec.get("inputSchema") or spec.get("input_schema") or {}
+        if isinstance(spec.get("name"), str):
+            specs[spec["name"]] = params
+    return specs
+
+
+def without_defaults(calls: list[Call], tools: dict[str, dict[str, Any]] | None) -> list[Call]:
+    """`calls` with each argument that equals its tool's schema default left out. Sending an option at its
+    default and leaving it out make the same call, so a reference and an answer that differ only there
+    compare equal (either side may spell the default). Unchanged where the tools are unknown."""
+    if not tools:
+        return calls
+    out = []
+    for call in calls:
+        properties = (tools.get(call.name) or {}).get("properties") or {}
+        kept = {key: value for key, value in call.arguments.items()
+                if not (isinstance(properties.get(key), dict) and "default" in properties[key]
+                        and values_match(value, properties[key]["default"]))}
+        out.append(call if len(kept) == len(call.arguments) else replace(call, arguments=kept))
+    return out
 
 
 def schema_problem(call: Call, tools: dict[str, dict[str, Any]]) -> str | None:

@@ -8,6 +8,10 @@ when a small model gets the tool right and one argument wrong; the parts say whi
     tool_name   multiset overlap of called and gold tool names / max(#called, #gold)
     arg_names   F1 over (tool, argument name) pairs: the right keys, whatever their values
     arg_values  F1 over (tool, argument name, value) pairs, values compared leniently
+
+In the argument parts an argument sent at its schema default (the tool specs the model saw,
+`output.metadata["tools"]`, else `task.metadata["tools"]`) counts as left out, on both sides: the
+server runs the two calls alike, and a hand-written reference may spell a default the model leaves out.
     final       the final answer states the gold value (a number within `rel_tol`, else the text)
 
 The total is their weighted mean (`weights`); the episode is a success when `final` and
@@ -32,7 +36,8 @@ from ajet.judge.base import Judge, Reward
 from ajet.judge.exact_match import answer_text
 from ajet.judge.numbers import numbers_in, parse_number
 from ajet.judge.function_call import (
-    Call, call_metrics, expected_calls, parse_failures, predicted_calls, to_call, values_match,
+    Call, call_metrics, expected_calls, parse_failures, predicted_calls, to_call, tool_specs, values_match,
+    without_defaults,
 )
 from ajet.judge.registry import check_weights, parse_args
 from ajet.workflow import Task, WorkflowOutput
@@ -70,6 +75,8 @@ class ToolReferenceJudge(Judge):
             raise JudgeError(f"tool_reference: task {task.task_id!r} has no reference: task.answer must be "
                              f"{{{self.args.calls_key!r}: [calls], {self.args.final_key!r}: value}}, got {task.answer!r}")
         predicted, malformed = predicted_calls(output)
+        tools = tool_specs(output, task)
+        gold, predicted = without_defaults(gold, tools), without_defaults(predicted, tools)
         metrics, notes = call_metrics(predicted, gold, parse_failures(output) + malformed, None)
         parts = {
             "format": metrics["parse_rate"],
@@ -84,12 +91,15 @@ class ToolReferenceJudge(Judge):
         total = sum(self.weights[k] * parts[k] for k in parts) / sum(self.weights.values())
         return Reward(total=total, parts=parts, feedback="; ".join(notes) or None,
                       is_success=parts["final"] == 1 and parts["arg_values"] == 1,
-                      turn_rewards=turn_rewards(output.messages, gold, parts["final"], self.args.rel_tol) or None)
+                      turn_rewards=turn_rewards(output.messages, gold, parts["final"], self.args.rel_tol, tools)
+                      or None)
 
 
-def turn_rewards(messages: list[dict[str, Any]], gold: list[Call], final: float, rel_tol: float) -> list[float]:
+def turn_rewards(messages: list[dict[str, Any]], gold: list[Call], final: float, rel_tol: float,
+                 tools: dict[str, dict[str, Any]] | None = None) -> list[float]:
     """One reward per assistant message: the share of its tool calls that match a gold call not matched by
-    an earlier one (a malformed call matches nothing), or `final` for a message without tool calls."""
+    an earlier one (a malformed call matches nothing), or `final` for a message without tool calls.
+    `gold` is compared as given; each message's calls lose their arguments at a default of `tools`."""
     unmatched = list(gold)
     out = []
     for message in messages:
@@ -102,6 +112,8 @@ def turn_rewards(messages: list[dict[str, Any]], gold: list[Call], final: float,
         hits = 0
         for item in raw:
             call = to_call(item.get("function", item) if isinstance(item, dict) else item)
+            if call is not None:
+                call = without_defaults([call], tools)[0]
             match = next((g for g in unmatched if call is not None and g.name == call.name
                           and values_match(call.arguments, g.arguments, rel_tol)), None)
             if match is not None:
