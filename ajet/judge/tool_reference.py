@@ -8,11 +8,11 @@ when a small model gets the tool right and one argument wrong; the parts say whi
     tool_name   multiset overlap of called and gold tool names / max(#called, #gold)
     arg_names   F1 over (tool, argument name) pairs: the right keys, whatever their values
     arg_values  F1 over (tool, argument name, value) pairs, values compared leniently
+    final       the final answer states the gold value (a number within `rel_tol`, else the text)
 
 In the argument parts an argument sent at its schema default (the tool specs the model saw,
 `output.metadata["tools"]`, else `task.metadata["tools"]`) counts as left out, on both sides: the
 server runs the two calls alike, and a hand-written reference may spell a default the model leaves out.
-    final       the final answer states the gold value (a number within `rel_tol`, else the text)
 
 The total is their weighted mean (`weights`); the episode is a success when `final` and
 `arg_values` are both 1 (the right answer, reached with the right calls). A part is named after
