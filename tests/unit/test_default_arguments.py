@@ -10,6 +10,7 @@ import pytest
 
 from ajet.config.loader import load_config
 from ajet.generate.call_tasks import round_trip
+from ajet.generate.endpoint import endpoint_of, open_endpoint
 from ajet.judge.function_call import Call, FunctionCallJudge, without_defaults
 from ajet.judge.tool_reference import ToolReferenceJudge
 from ajet.workflow import Task, WorkflowOutput
@@ -91,23 +92,16 @@ async def test_function_call_judge_param_f1_ignores_a_default_on_one_side():
     assert reward.parts["param_f1"] == 1.0 and reward.parts["schema_hit_rate"] == 1.0
 
 
-class OneCallTeacher:
-    """Answers every chat with one tool call of the given arguments, as an OpenAI-compatible server would."""
-
-    def __init__(self, arguments: str) -> None:
-        self.arguments = arguments
-
-    async def chat(self, body: dict) -> dict:
-        call = {"id": "c", "type": "function", "function": {"name": "monthly_stats", "arguments": self.arguments}}
-        return {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
-
-
 @pytest.mark.parametrize("arguments, same", [
     ('{"station_id": "KSFO", "month": 8, "stat": "mean"}', True),  # spells the default the gold leaves out
     ('{"station_id": "KSFO", "month": 8}', True),
     ('{"station_id": "KSFO", "month": 8, "stat": "max"}', False),
 ])
-async def test_the_round_trip_counts_a_default_as_the_judges_do(arguments, same):
-    cfg = load_config(Path(__file__).parents[2] / "tutorial/example_mcp_pipeline/pipeline.yaml", [])
+async def test_the_round_trip_counts_a_default_as_the_judges_do(llm, arguments, same):
+    # a hosted teacher (the scripted OpenAI server over real HTTP) answers with one call of these arguments
+    llm.respond = lambda request: {"content": "", "tool_calls": [("monthly_stats", arguments)]}
+    cfg = load_config(Path(__file__).parents[2] / "tutorial/example_mcp_pipeline/pipeline.yaml",
+                      [f"generate.teacher={{base_url: '{llm.base_url}'}}"])
     gold = {"tool": "monthly_stats", "arguments": {"station_id": "KSFO", "month": 8}}
-    assert await round_trip(cfg, OneCallTeacher(arguments), "q", TOOLS, gold, self_served=False) is same
+    async with open_endpoint(cfg, endpoint_of(cfg, "teacher")) as teacher:
+        assert await round_trip(cfg, teacher, "q", TOOLS, gold, self_served=False) is same
