@@ -117,14 +117,23 @@ def agent_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if o.lstrip("+~").startswith("workflow_args.")]
 
 
+def student_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that choose the model trained (`model=qwen2.5-coder-0.5b`, `model.path=...`): the base
+    row scores that model untrained, not the server YAML's."""
+    keys = {"model", "model.path", "ajet.model", "ajet.model.path"}
+    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0] in keys]
+
+
 def val_success(name: str, model: Path | None, log: Path, limit: int | None, overrides: list[str]) -> float:
-    """`ajet eval` on the server's val config (the base model when `model` is None) with the agent's
-    `overrides`; its success rate."""
+    """`ajet eval` on the server's val config (the base model when `model` is None: the student the
+    overrides name, untrained) with the agent's `overrides`; its success rate."""
     rebuild_fixtures(name)
     out = log.parent / f"eval-{log.stem}"
     args = ["ajet", "eval", "--conf", str(zoo.yaml_path(name)), f"output_dir={out}", *agent_overrides(overrides)]
     if model is not None:
         args[2:2] = ["--model", str(model)]
+    else:
+        args += student_overrides(overrides)
     if limit:
         args.append(f"eval.limit={limit}")
     run(args, log)

@@ -208,3 +208,27 @@ def test_the_val_run_uses_the_agent_that_was_trained(tmp_path, monkeypatch):
     assert args[:4] == ["ajet", "eval", "--model", str(tmp_path / "model")]
     assert args[-2:] == ["+workflow_args.ids_after_names=true", "workflow_args.max_result_chars=4000"]
     assert "sft.epochs=2" not in args
+
+
+def test_the_base_row_scores_the_student_the_overrides_name(tmp_path, monkeypatch):
+    """`model=...` chooses the student: the base row evaluates that model untrained; the trained row
+    reads its model from the run, so the override does not reach it."""
+    sys.path.insert(0, str(ZOO.parent))
+    import mcp_zoo
+
+    commands = []
+
+    def run(args, log):
+        commands.append(args)
+        out = Path(next(a for a in args if a.startswith("output_dir=")).split("=", 1)[1])
+        out.mkdir(parents=True)
+        (out / "eval.json").write_text(json.dumps({"success_rate": 0.0}))
+        return 1.0
+
+    monkeypatch.setattr(mcp_zoo, "run", run)
+    overrides = ["model=qwen2.5-coder-0.5b", "sft.epochs=2", "model.lora.rank=8"]
+    mcp_zoo.val_success("rooms", None, tmp_path / "eval_base.log", None, overrides)
+    mcp_zoo.val_success("rooms", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides)
+    base, trained = commands
+    assert "model=qwen2.5-coder-0.5b" in base and "--model" not in base
+    assert not any(a.startswith(("model", "sft")) for a in trained[4:])
