@@ -13,7 +13,8 @@ stage, since a server's write tools (git commit, checkout) may have changed them
                                  [--rl] [--val-limit N] [--data-only] [key=value ...]
     python benchmarks/mcp_zoo.py --summary [FILE] [-n 360 sft.epochs=2]   # the newest result per server, of one recipe
 
-The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1).
+The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1); the
+evals take the agent's (workflow_args.*), and the base eval the student's (`model=qwen2.5-coder-0.5b`).
 Per server it prints tools with a kept call / tools, tasks, base and trained success and minutes;
 the last line is `heldout_mean_success=<x> dev_mean_success=<y> tools_covered=<r> minutes=<m>`: the
 trained models' mean val success over the held-out and the dev servers run (a server whose pipeline

@@ -187,21 +187,28 @@ def test_stopping_the_benchmark_stops_its_stage_and_what_the_stage_started(tmp_p
     assert not _alive(stage_pid) and not _alive(server_pid)
 
 
-def test_the_val_run_uses_the_agent_that_was_trained(tmp_path, monkeypatch):
-    """An override of the agent (workflow_args.*) reaches `ajet eval`; the training recipe's do not."""
-    sys.path.insert(0, str(ZOO.parent))
-    import mcp_zoo
-
+def _record_eval_commands(mcp_zoo, monkeypatch, success_rate: float) -> list[list[str]]:
+    """Stands in for the eval subprocess (a model run is minutes): records each command and writes the
+    eval.json it would, so what is checked is the command line the benchmark builds."""
     commands = []
 
     def run(args, log):
         commands.append(args)
         out = Path(next(a for a in args if a.startswith("output_dir=")).split("=", 1)[1])
         out.mkdir(parents=True)
-        (out / "eval.json").write_text(json.dumps({"success_rate": 0.25}))
+        (out / "eval.json").write_text(json.dumps({"success_rate": success_rate}))
         return 1.0
 
     monkeypatch.setattr(mcp_zoo, "run", run)
+    return commands
+
+
+def test_the_val_run_uses_the_agent_that_was_trained(tmp_path, monkeypatch):
+    """An override of the agent (workflow_args.*) reaches `ajet eval`; the training recipe's do not."""
+    sys.path.insert(0, str(ZOO.parent))
+    import mcp_zoo
+
+    commands = _record_eval_commands(mcp_zoo, monkeypatch, success_rate=0.25)
     overrides = ["sft.epochs=2", "+workflow_args.ids_after_names=true", "workflow_args.max_result_chars=4000"]
     assert mcp_zoo.val_success("rooms", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides) == 0.25
     args = commands[0]
@@ -216,19 +223,10 @@ def test_the_base_row_scores_the_student_the_overrides_name(tmp_path, monkeypatc
     sys.path.insert(0, str(ZOO.parent))
     import mcp_zoo
 
-    commands = []
-
-    def run(args, log):
-        commands.append(args)
-        out = Path(next(a for a in args if a.startswith("output_dir=")).split("=", 1)[1])
-        out.mkdir(parents=True)
-        (out / "eval.json").write_text(json.dumps({"success_rate": 0.0}))
-        return 1.0
-
-    monkeypatch.setattr(mcp_zoo, "run", run)
+    commands = _record_eval_commands(mcp_zoo, monkeypatch, success_rate=0.0)
     overrides = ["model=qwen2.5-coder-0.5b", "sft.epochs=2", "model.lora.rank=8"]
     mcp_zoo.val_success("rooms", None, tmp_path / "eval_base.log", None, overrides)
     mcp_zoo.val_success("rooms", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides)
     base, trained = commands
-    assert "model=qwen2.5-coder-0.5b" in base and "--model" not in base
+    assert "model=qwen2.5-coder-0.5b" in base and "--model" not in base and "sft.epochs=2" not in base
     assert not any(a.startswith(("model", "sft")) for a in trained[4:])
