@@ -112,17 +112,22 @@ def kept_tools(calls: Path) -> set[str]:
     return {json.loads(line).get("tool") for line in calls.read_text().splitlines() if line.strip()}
 
 
+def override_key(override: str) -> str:
+    """The key a Hydra override sets, without its +/~ prefix: `+workflow_args.x=1` -> `workflow_args.x`."""
+    return override.lstrip("+~").split("=", 1)[0]
+
+
 def agent_overrides(overrides: list[str]) -> list[str]:
     """The overrides that change the agent itself (`workflow_args.*`): the val run must use the agent
     that was trained, while the training recipe's keys (sft.epochs, ...) are no business of eval."""
-    return [o for o in overrides if o.lstrip("+~").startswith("workflow_args.")]
+    return [o for o in overrides if override_key(o).startswith("workflow_args.")]
 
 
 def student_overrides(overrides: list[str]) -> list[str]:
     """The overrides that choose the model trained (`model=qwen2.5-coder-0.5b`, `model.path=...`): the base
     row scores that model untrained, not the server YAML's."""
     keys = {"model", "model.path", "ajet.model", "ajet.model.path"}
-    return [o for o in overrides if o.lstrip("+~").split("=", 1)[0] in keys]
+    return [o for o in overrides if override_key(o) in keys]
 
 
 def val_success(name: str, model: Path | None, log: Path, limit: int | None, overrides: list[str]) -> float:

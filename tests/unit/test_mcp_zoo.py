@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ZOO = Path(__file__).resolve().parents[2] / "benchmarks" / "mcp_zoo"
 sys.path.insert(0, str(ZOO))
@@ -218,15 +219,17 @@ def test_the_val_run_uses_the_agent_that_was_trained(tmp_path, monkeypatch):
 
 
 def test_the_base_row_scores_the_student_the_overrides_name(tmp_path, monkeypatch):
-    """`model=...` chooses the student: the base row evaluates that model untrained; the trained row
-    reads its model from the run, so the override does not reach it."""
+    """`model=...` chooses the student: the base row evaluates that model untrained (a real `ajet eval` on
+    one val question, its saved config read back); the trained row reads its model from the run, so the
+    override does not reach it."""
     sys.path.insert(0, str(ZOO.parent))
     import mcp_zoo
 
+    overrides = ["model=tiny-random", "sft.epochs=2", "model.lora.rank=8"]
+    mcp_zoo.val_success("weather", None, tmp_path / "eval_base.log", 1, overrides)
+    evaluated = yaml.safe_load((tmp_path / "eval-eval_base" / "config.yaml").read_text())
+    assert evaluated["ajet"]["model"]["path"] == "tiny-random"  # the server YAML names smollm2-135m-instruct
+
     commands = _record_eval_commands(mcp_zoo, monkeypatch, success_rate=0.0)
-    overrides = ["model=qwen2.5-coder-0.5b", "sft.epochs=2", "model.lora.rank=8"]
-    mcp_zoo.val_success("rooms", None, tmp_path / "eval_base.log", None, overrides)
-    mcp_zoo.val_success("rooms", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides)
-    base, trained = commands
-    assert "model=qwen2.5-coder-0.5b" in base and "--model" not in base and "sft.epochs=2" not in base
-    assert not any(a.startswith(("model", "sft")) for a in trained[4:])
+    mcp_zoo.val_success("weather", tmp_path / "model", tmp_path / "eval_trained.log", None, overrides)
+    assert not any(a.startswith(("model", "sft")) for a in commands[0][4:])
