@@ -12,6 +12,7 @@ stage, since a server's write tools (git commit, checkout) may have changed them
     python benchmarks/mcp_zoo.py [--split dev|heldout|all] [--servers a,b] [-n 180] [--out results.jsonl]
                                  [--rl] [--val-limit N] [--data-only] [key=value ...]
     python benchmarks/mcp_zoo.py --summary [FILE] [-n 360 sft.epochs=2]   # the newest result per server, of one recipe
+                                                                         # (servers with none are named above its last line)
 
 The key=value overrides go to every pipeline command after the server's own (e.g. sft.epochs=1); the
 evals take the agent's (workflow_args.*), and the base eval the student's (`model=qwen2.5-coder-0.5b`).
@@ -247,6 +248,11 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
                      + ("  FAILED (scored 0)" if "error" in row else ""))
     if skipped:
         lines.append(f"({skipped} result(s) of another recipe (-n, overrides) or fewer val questions left out)")
+    # a mean over part of a split reads like the whole split's: name the servers it leaves out
+    unmeasured = {part: [name for name in names if name not in newest] for part, names in zoo.split().items()}
+    if any(unmeasured.values()):
+        lines.append("(no result of this recipe, so not in the means: "
+                     + "; ".join(f"{part} {', '.join(names)}" for part, names in unmeasured.items() if names) + ")")
     lines.append(f"{means_line(order, side)} minutes={sum(r.get('minutes') or 0.0 for r in order):.1f}")
     return "\n".join(lines)
 

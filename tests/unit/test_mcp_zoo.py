@@ -131,7 +131,12 @@ def test_summary_tables_the_newest_run_of_one_recipe_per_server_and_refuses_a_br
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "heldout_mean_success=0.250 dev_mean_success=0.750 tools_covered=0.750 minutes=10.0"
     assert any(line.startswith(heldout) and "def5678" in line for line in lines)
-    assert "(3 result(s) of another recipe" in lines[-2]
+    assert "(3 result(s) of another recipe" in lines[-3]
+    # the means cover two servers: the rest of each split is named, not silently averaged away
+    others = lines[-2]
+    assert others.startswith("(no result of this recipe, so not in the means: heldout ")
+    assert heldout not in others and dev not in others
+    assert all(name in others for name in zoo.split()["heldout"][1:] + zoo.split()["dev"][1:])
 
     # another recipe's table: its rows alone, the overrides in any order
     rows.append(result(dev, 0.5, n=360, overrides=["sft.epochs=2", "trainer.lr=1e-4"]))
