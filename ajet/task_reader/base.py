@@ -184,6 +184,12 @@ def split_tasks(tasks: list[Task], ratio: float, seed: int) -> tuple[list[Task],
     return [tasks[i] for i in train_idx], [tasks[i] for i in val_idx]
 
 
+# Where a relative path was taken from depends on who set it (ajet.config.loader): say both, since the
+# message cannot tell which one the user wrote.
+RELATIVE_PATHS_HINT = ("a relative path in the YAML resolves against the YAML's folder, one given on the command "
+                       "line against the current directory")
+
+
 def resolve_path(path: str, base_dir: str | Path | None) -> Path:
     """`path` made absolute against `base_dir` (the YAML's folder) when relative."""
     p = Path(path).expanduser()

@@ -13,7 +13,7 @@ from typing import Any
 
 from ajet import safejson
 from ajet.errors import TaskReaderError
-from ajet.task_reader.base import TaskBuilder, TaskSet, resolve_path
+from ajet.task_reader.base import RELATIVE_PATHS_HINT, TaskBuilder, TaskSet, resolve_path
 
 
 def read_jsonl_source(cfg: Any, which: str, base_dir: str | Path | None, limit: int | None) -> TaskSet:
@@ -27,8 +27,8 @@ def read_jsonl_source(cfg: Any, which: str, base_dir: str | Path | None, limit: 
 def read_jsonl_file(path: Path, fields: Any, limit: int | None = None, key: str = "task_reader.train") -> TaskSet:
     """Map every line of `path` to a Task with `fields`; stop after `limit` good tasks."""
     if not path.exists():
-        raise TaskReaderError(f"{key}: task file {str(path)!r} does not exist; check the path (relative paths "
-                              "resolve against the YAML's folder)")
+        raise TaskReaderError(f"{key}: task file {str(path)!r} does not exist; check the path "
+                              f"({RELATIVE_PATHS_HINT})")
     if not path.is_file():
         raise TaskReaderError(f"{key}: {str(path)!r} is not a file; name a .jsonl file")
     file = str(path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ajet.errors import TaskReaderError
-from ajet.task_reader.base import TaskBuilder, TaskSet, resolve_path, split_tasks
+from ajet.task_reader.base import RELATIVE_PATHS_HINT, TaskBuilder, TaskSet, resolve_path, split_tasks
 from ajet.workflow import Task
 
 SYSTEM_PROMPT = ("You are a helpful assistant with access to tools. When you need to call a function, "
@@ -127,8 +127,8 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, str | None]]:
 
 def read_xlam_file(path: Path, limit: int | None = None, key: str = "task_reader.train") -> TaskSet:
     if not path.is_file():
-        raise TaskReaderError(f"{key}: xlam file {str(path)!r} does not exist; check the path (relative paths "
-                              "resolve against the YAML's folder)")
+        raise TaskReaderError(f"{key}: xlam file {str(path)!r} does not exist; check the path "
+                              f"({RELATIVE_PATHS_HINT})")
     builder = TaskBuilder(None, source=f"xlam:{path}")
     for line, row, error in iter_rows(path):
         task, reason = (None, error) if error else parse_xlam_row(row)

@@ -84,6 +84,9 @@ def test_empty_and_missing_files(tmp_path):
     with pytest.raises(TaskReaderError) as info:
         read_tasks(jsonl_cfg(train="data/nope.jsonl"), "train", tmp_path)
     assert f"task_reader.train: task file {str(tmp_path / 'data' / 'nope.jsonl')!r} does not exist" in str(info.value)
+    # the reader cannot tell who wrote the path: the hint gives the YAML's rule and the command line's
+    assert "in the YAML resolves against the YAML's folder, one given on the command line against the current" \
+        in str(info.value)
     with pytest.raises(TaskReaderError, match="task_reader.val: task file .*val.jsonl' does not exist"):
         read_tasks(jsonl_cfg(train="empty.jsonl", val="val.jsonl"), "val", tmp_path)
 
