@@ -237,7 +237,8 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
             newest[row["server"]] = row
         else:
             skipped += 1
-    side = {name: part for part, names in zoo.split().items() for name in names}
+    parts = zoo.split()
+    side = {name: part for part, names in parts.items() for name in names}
     order = sorted(newest.values(), key=lambda r: (side.get(r["server"]) != "heldout", r["server"]))
     lines = [f"{'server':14} {'split':8} {'tools':>6} {'base':>6} {'trained':>8} {'min':>6}  commit / cpu / when"]
     for row in order:
@@ -249,7 +250,7 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
     if skipped:
         lines.append(f"({skipped} result(s) of another recipe (-n, overrides) or fewer val questions left out)")
     # a mean over part of a split reads like the whole split's: name the servers it leaves out
-    unmeasured = {part: [name for name in names if name not in newest] for part, names in zoo.split().items()}
+    unmeasured = {part: [name for name in names if name not in newest] for part, names in parts.items()}
     if any(unmeasured.values()):
         lines.append("(no result of this recipe, so not in the means: "
                      + "; ".join(f"{part} {', '.join(names)}" for part, names in unmeasured.items() if names) + ")")
