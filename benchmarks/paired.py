@@ -9,10 +9,17 @@ with replacement, take the mean of their d_t, 10,000 times, keep the 2.5th and 9
 Tasks that share a cluster (werewolves: the same seating played several times) are resampled together,
 as a cluster, so correlated tasks do not narrow the interval. Seeded: the same numbers give the same
 interval.
+
+Where the two arms were not scored task by task on the same run (only their counts were kept, or they ran
+on different tasks), `unpaired_interval` resamples each arm on its own: wider than the paired interval,
+since nothing cancels the tasks' own difficulty. From the command line, on success counts:
+
+    python benchmarks/paired.py 3/25 18/25     # before, after: difference=+60.0 ci=[+36.0, +80.0] (points)
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -77,6 +84,38 @@ def gain(sft: Mapping[str, float], rl: Sequence[Mapping[str, float]], clusters: 
     )
 
 
+def unpaired_interval(before: Sequence[float], after: Sequence[float], *, resamples: int = 10_000,
+                      level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """(mean(after) - mean(before), low, high): each arm resampled alone, a percentile bootstrap interval."""
+    if not before or not after:
+        raise ValueError("an arm with no score to bootstrap")
+    rng = random.Random(seed)
+    differences = []
+    for _ in range(resamples):
+        differences.append(_mean(rng.choice(after) for _ in after) - _mean(rng.choice(before) for _ in before))
+    differences.sort()
+    tail = (1 - level) / 2
+    return _mean(after) - _mean(before), _quantile(differences, tail), _quantile(differences, 1 - tail)
+
+
+def _outcomes(counts: str) -> list[float]:
+    """'3/25' -> three 1.0 and twenty-two 0.0."""
+    successes, _, total = counts.partition("/")
+    k, n = int(successes), int(total)
+    if not 0 <= k <= n or n == 0:
+        raise argparse.ArgumentTypeError(f"{counts!r}: want successes/total with 0 <= successes <= total > 0")
+    return [1.0] * k + [0.0] * (n - k)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Unpaired bootstrap interval of a difference in success rates.")
+    parser.add_argument("before", type=_outcomes, help="successes/total of the first arm, e.g. 3/25")
+    parser.add_argument("after", type=_outcomes, help="successes/total of the second arm, e.g. 18/25")
+    args = parser.parse_args(argv)
+    difference, low, high = unpaired_interval(args.before, args.after)
+    print(f"difference={100 * difference:+.1f} ci=[{100 * low:+.1f}, {100 * high:+.1f}] (points)")
+
+
 def _mean(values) -> float:
     values = list(values)
     return math.fsum(values) / len(values) if values else 0.0
@@ -88,3 +127,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     lo = math.floor(position)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (position - lo)
+
+
+if __name__ == "__main__":
+    main()

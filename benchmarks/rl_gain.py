@@ -390,14 +390,20 @@ def _verdict(row: dict[str, Any]) -> str:
     return "  (a loss: the interval is below 0)" if row["ci_high"] < 0 else "  (interval reaches 0)"
 
 
+def latest_results(rows: list[dict[str, Any]]) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:
+    """The newest row per (task, variant); a variant is its --set overrides and a held-out file other than
+    benchmark.json's, and the variant () is the task's own settings, the row the summary counts."""
+    latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    for row in rows:
+        variant = [f"--set {a}" for a in row.get("set", [])]
+        latest[(row["task"], tuple(variant + ([f"--heldout {row['heldout_file']}"] if row.get("heldout_file") else [])))] = row
+    return latest
+
+
 def summary(path: Path) -> tuple[float, int, int]:
     """Print, per task, the latest result with the task's own settings and the latest of each --set variant
     below it; return (mean gain in points, tasks with gain, tasks) over the own-settings results only."""
-    rows = read_rows(path)
-    latest: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
-    for row in rows:  # a variant: its --set overrides, and a held-out file other than benchmark.json's
-        variant = [f"--set {a}" for a in row.get("set", [])]
-        latest[(row["task"], tuple(variant + ([f"--heldout {row['heldout_file']}"] if row.get("heldout_file") else [])))] = row
+    latest = latest_results(read_rows(path))
     print(f"{'task':14} {'measure':34} {'n':>4} {'sft':>6} {'sft+rl':>13} {'gain (points) [95% CI]':>26} "
           f"{'seeds':>5} {'min':>5}  commit / cpu")
     for (task, variant), row in sorted(latest.items(), key=lambda item: (item[0][0], len(item[0][1]), item[0][1])):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import measures  # noqa: E402
-from paired import bootstrap_interval, gain, paired_differences  # noqa: E402
+from paired import bootstrap_interval, gain, paired_differences, unpaired_interval  # noqa: E402
 
 
 def test_paired_differences_average_the_seeds_first():
@@ -192,6 +193,26 @@ def test_an_extended_run_keeps_the_evals_of_its_shorter_run_under_their_step(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "eval-rl-seed1-step16", "eval-rl-seed1-step16-heldout2", "eval-rl-seed1-step16.log", "eval-rl-seed1-step8",
         "eval-rl-seed10", "eval-rl-seed2", "rl-seed1"]
+
+
+def test_unpaired_interval_resamples_each_arm_alone():
+    # after: always 1. before: [0, 1], so a resample's mean is 0 (p 1/4), 0.5 (1/2) or 1 (1/4): the
+    # difference is 1, 0.5 or 0, and the 2.5th and 97.5th percentiles are its extremes.
+    assert unpaired_interval([0.0, 1.0], [1.0, 1.0]) == (0.5, 0.0, 1.0)
+    assert unpaired_interval([0.0] * 5, [1.0] * 7, resamples=50) == (1.0, 1.0, 1.0)
+    assert unpaired_interval([0.0, 1.0] * 9, [1.0, 0.0, 1.0] * 6, seed=3) == \
+        unpaired_interval([0.0, 1.0] * 9, [1.0, 0.0, 1.0] * 6, seed=3)
+    with pytest.raises(ValueError, match="no score"):
+        unpaired_interval([], [1.0])
+
+
+def test_unpaired_counts_from_the_command_line_give_the_zoo_readmes_interval():
+    # benchmarks/mcp_zoo/README.md quotes the 0.5B's cooking_units 30/32 against the 135M's 22/32 by this command
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "paired.py"
+    done = subprocess.run([sys.executable, str(script), "22/32", "30/32"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "difference=+25.0 ci=[+6.2, +43.8] (points)"
+    refused = subprocess.run([sys.executable, str(script), "3/25", "30/25"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "successes/total" in refused.stderr
 
 
 def test_a_row_scored_on_another_heldout_file_is_a_variant_not_counted(tmp_path, capsys):
