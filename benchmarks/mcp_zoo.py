@@ -216,6 +216,11 @@ def minutes(row: dict) -> str:
     return "n/a" if row.get("minutes") is None else f"{row['minutes']:.1f}"  # the first rows did not record it
 
 
+def newest_of_recipe(rows: list[dict], n: int = 180, overrides: list[str] | None = None) -> dict[str, dict]:
+    """server -> its newest result of one recipe (rows in the results file's order, oldest first)."""
+    return {row["server"]: row for row in rows if of_recipe(row, n, overrides or [])}
+
+
 def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str:
     """The table of the newest result of one recipe (`-n`, overrides) per server in a results file (`--out`,
     one JSON object a line, appended in time order), each with the commit and CPU it ran on (rows of different
@@ -224,8 +229,6 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
     from ajet.errors import ConfigError
     from ajet.jsonl import read_rows
 
-    newest: dict[str, dict] = {}
-    skipped = 0
     try:
         rows = read_rows(path)
     except ConfigError as exc:
@@ -233,10 +236,8 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
     for number, row in enumerate(rows, 1):
         if "server" not in row or "trained_success" not in row:
             raise SystemExit(f"{path}: result {number} is not a zoo result (no server or trained_success)")
-        if of_recipe(row, n, overrides or []):
-            newest[row["server"]] = row
-        else:
-            skipped += 1
+    newest = newest_of_recipe(rows, n, overrides or [])
+    skipped = len(rows) - sum(of_recipe(row, n, overrides or []) for row in rows)
     parts = zoo.split()
     side = {name: part for part, names in parts.items() for name in names}
     order = sorted(newest.values(), key=lambda r: (side.get(r["server"]) != "heldout", r["server"]))
