@@ -101,7 +101,10 @@ def unpaired_interval(before: Sequence[float], after: Sequence[float], *, resamp
 def _outcomes(counts: str) -> list[float]:
     """'3/25' -> three 1.0 and twenty-two 0.0."""
     successes, _, total = counts.partition("/")
-    k, n = int(successes), int(total)
+    try:
+        k, n = int(successes), int(total)
+    except ValueError:
+        k, n = -1, 0
     if not 0 <= k <= n or n == 0:
         raise argparse.ArgumentTypeError(f"{counts!r}: want successes/total with 0 <= successes <= total > 0")
     return [1.0] * k + [0.0] * (n - k)

@@ -211,8 +211,9 @@ def test_unpaired_counts_from_the_command_line_give_the_zoo_readmes_interval():
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "paired.py"
     done = subprocess.run([sys.executable, str(script), "22/32", "30/32"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "difference=+25.0 ci=[+6.2, +43.8] (points)"
-    refused = subprocess.run([sys.executable, str(script), "3/25", "30/25"], capture_output=True, text=True)
-    assert refused.returncode == 2 and "successes/total" in refused.stderr
+    for counts in ("30/25", "three/25", "3"):
+        refused = subprocess.run([sys.executable, str(script), "3/25", counts], capture_output=True, text=True)
+        assert refused.returncode == 2 and f"'{counts}': want successes/total" in refused.stderr
 
 
 def test_a_row_scored_on_another_heldout_file_is_a_variant_not_counted(tmp_path, capsys):
