@@ -236,8 +236,9 @@ def summary(path: Path, n: int = 180, overrides: list[str] | None = None) -> str
     for number, row in enumerate(rows, 1):
         if "server" not in row or "trained_success" not in row:
             raise SystemExit(f"{path}: result {number} is not a zoo result (no server or trained_success)")
-    newest = newest_of_recipe(rows, n, overrides or [])
-    skipped = len(rows) - sum(of_recipe(row, n, overrides or []) for row in rows)
+    recipe = overrides or []
+    newest = newest_of_recipe(rows, n, recipe)
+    skipped = sum(not of_recipe(row, n, recipe) for row in rows)
     parts = zoo.split()
     side = {name: part for part, names in parts.items() for name in names}
     order = sorted(newest.values(), key=lambda r: (side.get(r["server"]) != "heldout", r["server"]))
